@@ -1,0 +1,52 @@
+package v1alpha1
+
+// Condition types of a Memcached. Ready is the summary that kstatus (and so
+// Flux health checks and `kubectl wait --for=condition=Ready`) and the Argo CD
+// health check read; the others explain it.
+const (
+	// ConditionReady is True when every wanted pod is updated and ready, or
+	// when size is 0 and no pod is left.
+	ConditionReady = "Ready"
+	// ConditionAvailable mirrors the Deployment's Available condition: at
+	// least the minimum number of pods serve traffic.
+	ConditionAvailable = "Available"
+	// ConditionProgressing is True while the operator or the Deployment is
+	// still moving towards the spec (rollout, scale, first apply).
+	ConditionProgressing = "Progressing"
+	// ConditionDegraded is True when the spec cannot be realised: the
+	// apiserver rejects an owned object, or the rollout exceeded its deadline.
+	ConditionDegraded = "Degraded"
+)
+
+// Condition reasons. Each is CamelCase, as metav1.Condition requires.
+const (
+	// ReasonReady: all wanted pods are updated and ready.
+	ReasonReady = "Ready"
+	// ReasonRollingOut: the Deployment is replacing or adding pods.
+	ReasonRollingOut = "RollingOut"
+	// ReasonScaling: the pod count differs from spec.size.
+	ReasonScaling = "Scaling"
+	// ReasonWaitingForDeployment: the Deployment controller has not yet
+	// observed the latest Deployment spec.
+	ReasonWaitingForDeployment = "WaitingForDeployment"
+	// ReasonMinimumReplicasAvailable / ReasonMinimumReplicasUnavailable mirror
+	// the Deployment's Available condition.
+	ReasonMinimumReplicasAvailable   = "MinimumReplicasAvailable"
+	ReasonMinimumReplicasUnavailable = "MinimumReplicasUnavailable"
+	// ReasonComplete: nothing is in progress.
+	ReasonComplete = "Complete"
+	// ReasonPaused: spec.paused is true, owned objects are left alone.
+	ReasonPaused = "Paused"
+	// ReasonAsExpected: Degraded is False.
+	ReasonAsExpected = "AsExpected"
+	// ReasonApplyFailed: the apiserver rejected an owned object.
+	ReasonApplyFailed = "ApplyFailed"
+	// ReasonProgressDeadlineExceeded mirrors the Deployment's reason when its
+	// rollout stalls (image pull errors, crash loops, unschedulable pods).
+	ReasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
+)
+
+// Finalizer is set on every Memcached so that deleting it removes the owned
+// objects explicitly and reports it, instead of leaving it to garbage
+// collection.
+const Finalizer = "cache.example.com/finalizer"

@@ -1,0 +1,124 @@
+package controller
+
+import (
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	cachev1alpha1 "github.com/example/memcached-operator/operator/api/v1alpha1"
+	"github.com/example/memcached-operator/operator/internal/resources"
+)
+
+// summarize writes mc.Status from the Deployment as the apiserver holds it
+// (nil when it does not exist) and from the outcome of this reconcile. It is
+// pure: the same inputs give the same status, so a reconcile that finds
+// nothing new produces an identical status and no write.
+func summarize(mc *cachev1alpha1.Memcached, dep *appsv1.Deployment, applyErr error) {
+	gen := mc.Generation
+	size := mc.GetSize()
+
+	mc.Status.ObservedGeneration = gen
+	mc.Status.Selector = resources.Selector(mc)
+	mc.Status.Endpoint = mc.Endpoint()
+	mc.Status.Replicas, mc.Status.ReadyReplicas = 0, 0
+	if dep != nil {
+		mc.Status.Replicas = dep.Status.Replicas
+		mc.Status.ReadyReplicas = dep.Status.ReadyReplicas
+	}
+
+	set := func(condType string, status metav1.ConditionStatus, reason, message string) {
+		meta.SetStatusCondition(&mc.Status.Conditions, metav1.Condition{
+			Type:               condType,
+			Status:             status,
+			Reason:             reason,
+			Message:            message,
+			ObservedGeneration: gen,
+		})
+	}
+
+	degradedReason, degradedMessage := degraded(dep, applyErr)
+	if degradedReason != "" {
+		set(cachev1alpha1.ConditionDegraded, metav1.ConditionTrue, degradedReason, degradedMessage)
+	} else {
+		set(cachev1alpha1.ConditionDegraded, metav1.ConditionFalse, cachev1alpha1.ReasonAsExpected, "The owned objects are accepted and the rollout is within its deadline.")
+	}
+
+	if dep == nil {
+		set(cachev1alpha1.ConditionAvailable, metav1.ConditionFalse, cachev1alpha1.ReasonMinimumReplicasUnavailable, "The Deployment does not exist.")
+	} else if c := deploymentCondition(dep, appsv1.DeploymentAvailable); c != nil && c.Status == corev1.ConditionTrue {
+		set(cachev1alpha1.ConditionAvailable, metav1.ConditionTrue, cachev1alpha1.ReasonMinimumReplicasAvailable, fmt.Sprintf("%d of %d pods are available.", dep.Status.AvailableReplicas, size))
+	} else {
+		set(cachev1alpha1.ConditionAvailable, metav1.ConditionFalse, cachev1alpha1.ReasonMinimumReplicasUnavailable, fmt.Sprintf("%d of %d pods are available.", dep.Status.AvailableReplicas, size))
+	}
+
+	rolloutReason, rolloutMessage := rollout(dep, size)
+	switch {
+	case mc.Spec.Paused:
+		set(cachev1alpha1.ConditionProgressing, metav1.ConditionFalse, cachev1alpha1.ReasonPaused, "spec.paused is true: the operator leaves the Deployment, Service and PodDisruptionBudget as they are.")
+	case rolloutReason != "":
+		set(cachev1alpha1.ConditionProgressing, metav1.ConditionTrue, rolloutReason, rolloutMessage)
+	default:
+		set(cachev1alpha1.ConditionProgressing, metav1.ConditionFalse, cachev1alpha1.ReasonComplete, "The Deployment matches the spec.")
+	}
+
+	switch {
+	case degradedReason != "":
+		set(cachev1alpha1.ConditionReady, metav1.ConditionFalse, degradedReason, degradedMessage)
+	case mc.Spec.Paused:
+		status := metav1.ConditionFalse
+		if rolloutReason == "" {
+			status = metav1.ConditionTrue
+		}
+		set(cachev1alpha1.ConditionReady, status, cachev1alpha1.ReasonPaused, fmt.Sprintf("Paused with %d of %d pods ready.", mc.Status.ReadyReplicas, size))
+	case rolloutReason != "":
+		set(cachev1alpha1.ConditionReady, metav1.ConditionFalse, rolloutReason, rolloutMessage)
+	default:
+		set(cachev1alpha1.ConditionReady, metav1.ConditionTrue, cachev1alpha1.ReasonReady, fmt.Sprintf("%d of %d pods are ready at %s.", mc.Status.ReadyReplicas, size, mc.Status.Endpoint))
+	}
+}
+
+// degraded returns a reason and message when the spec cannot be realised.
+func degraded(dep *appsv1.Deployment, applyErr error) (string, string) {
+	if applyErr != nil {
+		return cachev1alpha1.ReasonApplyFailed, applyErr.Error()
+	}
+	if dep != nil {
+		if c := deploymentCondition(dep, appsv1.DeploymentProgressing); c != nil &&
+			c.Status == corev1.ConditionFalse && c.Reason == cachev1alpha1.ReasonProgressDeadlineExceeded {
+			return cachev1alpha1.ReasonProgressDeadlineExceeded, c.Message
+		}
+	}
+	return "", ""
+}
+
+// rollout returns a reason and message while the Deployment has not reached
+// size updated, ready pods and nothing else; empty strings when it has.
+func rollout(dep *appsv1.Deployment, size int32) (string, string) {
+	switch s := dep; {
+	case s == nil:
+		return cachev1alpha1.ReasonWaitingForDeployment, "The Deployment does not exist yet."
+	case s.Status.ObservedGeneration < s.Generation:
+		return cachev1alpha1.ReasonWaitingForDeployment, fmt.Sprintf("The Deployment controller has not yet observed generation %d of the Deployment.", s.Generation)
+	case s.Spec.Replicas != nil && *s.Spec.Replicas != size:
+		return cachev1alpha1.ReasonScaling, fmt.Sprintf("The Deployment asks for %d pods, the spec for %d.", *s.Spec.Replicas, size)
+	case s.Status.UpdatedReplicas < size:
+		return cachev1alpha1.ReasonRollingOut, fmt.Sprintf("%d of %d pods run the current pod template.", s.Status.UpdatedReplicas, size)
+	case s.Status.Replicas > size:
+		return cachev1alpha1.ReasonRollingOut, fmt.Sprintf("%d old pods are still terminating.", s.Status.Replicas-size)
+	case s.Status.ReadyReplicas < size || s.Status.AvailableReplicas < size:
+		return cachev1alpha1.ReasonScaling, fmt.Sprintf("%d of %d pods are ready.", s.Status.ReadyReplicas, size)
+	}
+	return "", ""
+}
+
+func deploymentCondition(dep *appsv1.Deployment, t appsv1.DeploymentConditionType) *appsv1.DeploymentCondition {
+	for i := range dep.Status.Conditions {
+		if dep.Status.Conditions[i].Type == t {
+			return &dep.Status.Conditions[i]
+		}
+	}
+	return nil
+}
