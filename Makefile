@@ -11,7 +11,7 @@ BIN := $(CURDIR)/bin
 export KUBEBUILDER_ASSETS := $(BIN)
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
-GO_MODULES := operator test
+GO_MODULES := operator krm-functions/set-image-replicas test
 GO_PACKAGES := $(addprefix ./,$(addsuffix /...,$(GO_MODULES)))
 
 CONTROLLER_GEN := $(BIN)/controller-gen
@@ -55,8 +55,9 @@ lint: tools ## Run golangci-lint (errcheck, staticcheck, nilerr, revive, ...) on
 ##@ Build
 
 .PHONY: build
-build: ## Build bin/manager.
-	go build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o $(BIN)/manager ./operator/cmd
+build: ## Build bin/manager and bin/set-image-replicas (static, as in their images).
+	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o $(BIN)/manager ./operator/cmd
+	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $(BIN)/set-image-replicas ./krm-functions/set-image-replicas
 
 ##@ Test
 

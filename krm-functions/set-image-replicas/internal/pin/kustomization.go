@@ -1,0 +1,158 @@
+package pin
+
+import (
+	"fmt"
+	"strconv"
+
+	"sigs.k8s.io/kustomize/kyaml/yaml"
+
+	"github.com/example/memcached-operator/krm-functions/set-image-replicas/api/v1alpha1"
+)
+
+// planKustomization writes the rules into a kustomization's own images: and
+// replicas: entries, when `kpt fn render` (or any KRM runner) hands the
+// function an overlay directory. The overlay then stays a plain
+// kustomization that `kustomize build`, Argo CD and Flux build without
+// running functions, and the pin is one reviewed line in Git.
+func (p *plan) planKustomization(o *object) {
+	for i, rule := range p.cfg.Images {
+		p.planKustomizationImage(o, i, rule)
+	}
+	for i, rule := range p.cfg.Replicas {
+		p.planKustomizationReplicas(o, i, rule)
+	}
+}
+
+func (p *plan) planKustomizationImage(o *object, i int, rule v1alpha1.Image) {
+	ruleName := fmt.Sprintf("images[%d]", i)
+	p.matched[ruleName] = true
+	list, _ := o.node.Pipe(yaml.Lookup("images"))
+	repo := v1alpha1.NormalizedName(rule.Name)
+	if list != nil && list.YNode().Kind == yaml.SequenceNode {
+		found := false
+		for j, el := range list.YNode().Content {
+			entry := yaml.NewRNode(el)
+			name := scalar(entry, "name")
+			if v1alpha1.NormalizedName(name) != repo {
+				continue
+			}
+			found = true
+			p.updateKustomizationImage(o, entry, fmt.Sprintf("images[%d]", j), ruleName, rule)
+		}
+		if found {
+			return
+		}
+	}
+
+	entry := yaml.NewMapRNode(nil)
+	fields := [][2]string{{"name", rule.Name}, {"newName", rule.NewName}, {"newTag", rule.NewTag}, {"digest", rule.Digest}}
+	for _, kv := range fields {
+		if kv[1] != "" {
+			_ = entry.PipeE(yaml.SetField(kv[0], yaml.NewStringRNode(kv[1])))
+		}
+	}
+	node := o.node
+	p.edits = append(p.edits, edit{func() error {
+		seq, err := node.Pipe(yaml.LookupCreate(yaml.SequenceNode, "images"))
+		if err != nil {
+			return err
+		}
+		seq.YNode().Content = append(seq.YNode().Content, entry.YNode())
+		return nil
+	}})
+	p.info(o, "images", nil, entry.MustString(), "%s: added an images entry for %s", ruleName, rule.Name)
+}
+
+// updateKustomizationImage gives an existing images entry the rule's
+// values, with the same tag/digest semantics as for manifests.
+func (p *plan) updateKustomizationImage(o *object, entry *yaml.RNode, at, ruleName string, rule v1alpha1.Image) {
+	want := map[string]*string{} // nil: remove the field
+	if rule.NewName != "" {
+		want["newName"] = &rule.NewName
+	}
+	switch {
+	case rule.NewTag != "" && rule.Digest != "":
+		want["newTag"], want["digest"] = &rule.NewTag, &rule.Digest
+	case rule.NewTag != "":
+		want["newTag"], want["digest"] = &rule.NewTag, nil
+	case rule.Digest != "":
+		want["newTag"], want["digest"] = nil, &rule.Digest
+	}
+	for _, field := range []string{"newName", "newTag", "digest"} {
+		value, set := want[field]
+		if !set {
+			continue
+		}
+		old := scalar(entry, field)
+		switch {
+		case value == nil && entry.Field(field) != nil:
+			p.edits = append(p.edits, edit{func() error { return entry.PipeE(yaml.Clear(field)) }})
+			p.info(o, at+"."+field, old, nil, "%s: removed %s.%s %s (the rule sets %s)", ruleName, at, field, old, otherOf(field))
+		case value != nil && old != *value:
+			v := *value
+			p.edits = append(p.edits, edit{func() error { return entry.PipeE(yaml.SetField(field, yaml.NewStringRNode(v))) }})
+			var from any
+			if old != "" {
+				from = old
+			}
+			p.info(o, at+"."+field, from, v, "%s: set %s.%s to %s (was %s)", ruleName, at, field, v, orUnset(old))
+		}
+	}
+}
+
+func (p *plan) planKustomizationReplicas(o *object, i int, rule v1alpha1.Replicas) {
+	ruleName := fmt.Sprintf("replicas[%d]", i)
+	if rule.Name == "" || rule.LabelSelector != "" {
+		p.warnf(o, "%s was not written to this kustomization: its replicas: entries select by name only; give the rule a name and no labelSelector", ruleName)
+		return
+	}
+	p.matched[ruleName] = true
+	count := *rule.Count
+	list, _ := o.node.Pipe(yaml.Lookup("replicas"))
+	if list != nil && list.YNode().Kind == yaml.SequenceNode {
+		for j, el := range list.YNode().Content {
+			entry := yaml.NewRNode(el)
+			if name := scalar(entry, "name"); name != rule.Name {
+				continue
+			}
+			old := scalar(entry, "count")
+			if old == fmt.Sprint(count) {
+				return
+			}
+			p.edits = append(p.edits, edit{func() error { return entry.PipeE(yaml.SetField("count", intNode(count))) }})
+			var from any
+			if n, err := strconv.ParseInt(old, 10, 64); err == nil {
+				from = n
+			}
+			p.info(o, fmt.Sprintf("replicas[%d].count", j), from, count, "%s: set replicas %s to %d (was %s)", ruleName, rule.Name, count, orUnset(old))
+			return
+		}
+	}
+	entry := yaml.NewMapRNode(nil)
+	_ = entry.PipeE(yaml.SetField("name", yaml.NewStringRNode(rule.Name)))
+	_ = entry.PipeE(yaml.SetField("count", intNode(count)))
+	node := o.node
+	p.edits = append(p.edits, edit{func() error {
+		seq, err := node.Pipe(yaml.LookupCreate(yaml.SequenceNode, "replicas"))
+		if err != nil {
+			return err
+		}
+		seq.YNode().Content = append(seq.YNode().Content, entry.YNode())
+		return nil
+	}})
+	p.info(o, "replicas", nil, count, "%s: added a replicas entry for %s with count %d", ruleName, rule.Name, count)
+}
+
+func otherOf(field string) string {
+	if field == "digest" {
+		return "only newTag"
+	}
+	return "only digest"
+}
+
+func orUnset(s string) string {
+	if s == "" {
+		return "unset"
+	}
+	return s
+}

@@ -1,0 +1,348 @@
+// Package krm proves that the set-image-replicas binary works everywhere a
+// KRM function runs: as a kustomize exec transformer, through kpt's exec
+// protocol, standalone, and as the static non-root binary its container
+// image ships.
+package krm
+
+import (
+	"bytes"
+	"debug/elf"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"sigs.k8s.io/kustomize/kyaml/kio"
+	"sigs.k8s.io/kustomize/kyaml/yaml"
+
+	"github.com/example/memcached-operator/test/internal/repo"
+)
+
+func binaries(t *testing.T, names ...string) map[string]string {
+	t.Helper()
+	bins, err := repo.Bin(names...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bins
+}
+
+// run executes a command and returns stdout, stderr and the exit code.
+func run(t *testing.T, stdin []byte, name string, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Stdin = bytes.NewReader(stdin)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var exitErr *exec.ExitError
+	switch {
+	case errors.As(err, &exitErr):
+		return stdout.String(), stderr.String(), exitErr.ExitCode()
+	case err != nil:
+		t.Fatalf("run %s: %v", name, err)
+	}
+	return stdout.String(), stderr.String(), 0
+}
+
+func copyDir(t *testing.T, from, to string) {
+	t.Helper()
+	entries, err := os.ReadDir(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(to, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			copyDir(t, filepath.Join(from, e.Name()), filepath.Join(to, e.Name()))
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(from, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(to, e.Name()), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func write(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// 1. kustomize exec transformer: the config names the binary in
+// config.kubernetes.io/function and sits under transformers:.
+func TestKustomizeExecTransformer(t *testing.T) {
+	bins := binaries(t, "kustomize", "set-image-replicas")
+	dir := t.TempDir()
+	copyDir(t, filepath.Join("testdata", "base"), filepath.Join(dir, "base"))
+	overlay := filepath.Join(dir, "overlay")
+	if err := os.MkdirAll(overlay, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(overlay, "kustomization.yaml"), "resources:\n- ../base\ntransformers:\n- pins.yaml\n")
+	pins := func(count string) string {
+		return `apiVersion: fn.cache.example.com/v1alpha1
+kind: SetImageReplicas
+metadata:
+  name: pins
+  annotations:
+    config.kubernetes.io/function: |
+      exec:
+        path: ` + bins["set-image-replicas"] + `
+images:
+- name: memcached
+  newTag: 1.6.39-alpine
+- name: registry.example.com/web
+  digest: sha256:4444444444444444444444444444444444444444444444444444444444444444
+replicas:
+- name: web
+  count: ` + count + `
+- kind: Memcached
+  count: 3
+`
+	}
+
+	write(t, filepath.Join(overlay, "pins.yaml"), pins("4"))
+	out, stderr, code := run(t, nil, bins["kustomize"], "build", "--enable-alpha-plugins", "--enable-exec", overlay)
+	if code != 0 {
+		t.Fatalf("kustomize build exited %d:\n%s", code, stderr)
+	}
+	for _, want := range []string{
+		"image: memcached:1.6.39-alpine",
+		"image: registry.example.com/web@sha256:4444444444444444444444444444444444444444444444444444444444444444",
+		"replicas: 4",
+		"size: 3",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("kustomize output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "1.6.38") {
+		t.Errorf("an image was left unpinned:\n%s", out)
+	}
+
+	// A bad config fails the build with the function's message.
+	write(t, filepath.Join(overlay, "pins.yaml"), pins("-4"))
+	out, stderr, code = run(t, nil, bins["kustomize"], "build", "--enable-alpha-plugins", "--enable-exec", overlay)
+	if code == 0 {
+		t.Fatalf("kustomize build accepted a negative count:\n%s", out)
+	}
+	if !strings.Contains(stderr, "replicas[0].count: -4 is negative") {
+		t.Errorf("kustomize's error does not carry the function's message:\n%s", stderr)
+	}
+}
+
+// 2. kpt: `kpt fn render` reads the package, sends one ResourceList (items
+// with kpt's path/index annotations, the mutator's configPath file as
+// functionConfig) to the exec function's stdin, reads a ResourceList back
+// from stdout, shows its results, and writes the items back to their files
+// only when the function exits 0. kpt is not installable here, so the test
+// performs that exchange with the same kyaml readers and writers kpt is
+// built on.
+func TestKptExecProtocol(t *testing.T) {
+	bins := binaries(t, "set-image-replicas")
+	pkg := t.TempDir()
+	copyDir(t, filepath.Join("testdata", "kpt-package"), pkg)
+
+	kptfile, err := yaml.ReadFile(filepath.Join(pkg, "Kptfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mutator, err := kptfile.Pipe(yaml.Lookup("pipeline", "mutators", "[exec=set-image-replicas]"))
+	if err != nil || mutator == nil {
+		t.Fatalf("Kptfile has no set-image-replicas mutator: %v", err)
+	}
+	configPath, _ := mutator.Pipe(yaml.Lookup("configPath"))
+	config := filepath.Join(pkg, configPath.YNode().Value)
+
+	render := func() (resultList, int) {
+		fnConfig, err := yaml.ReadFile(config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		items, err := (&kio.LocalPackageReader{PackagePath: pkg, PreserveSeqIndent: true}).Read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var in bytes.Buffer
+		if err := (&kio.ByteWriter{
+			Writer: &in, KeepReaderAnnotations: true, FunctionConfig: fnConfig,
+			WrappingKind: kio.ResourceListKind, WrappingAPIVersion: kio.ResourceListAPIVersion,
+		}).Write(items); err != nil {
+			t.Fatal(err)
+		}
+		stdout, stderr, code := run(t, in.Bytes(), bins["set-image-replicas"])
+		reader := &kio.ByteReader{Reader: strings.NewReader(stdout), PreserveSeqIndent: true}
+		out, err := reader.Read()
+		if err != nil {
+			t.Fatalf("function output is not a ResourceList: %v\n%s\n%s", err, stdout, stderr)
+		}
+		if code == 0 {
+			if err := (kio.LocalPackageWriter{PackagePath: pkg}).Write(out); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return resultList{items: out, results: reader.Results}, code
+	}
+
+	got, code := render()
+	if code != 0 {
+		t.Fatalf("exit code %d, results:\n%s", code, got.results.MustString())
+	}
+	if n := strings.Count(got.results.MustString(), "severity: info"); n != 3 {
+		t.Errorf("want 3 info results (two images, one size), got %d:\n%s", n, got.results.MustString())
+	}
+	rendered, err := os.ReadFile(filepath.Join(pkg, "memcached.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"# The session cache of the web tier.",
+		"name: sessions # referenced by the web Deployment",
+		"size: 3",
+		"image: memcached:1.6.39-alpine",
+		"image: docker.io/library/memcached:1.6.39-alpine",
+		"\n---\n",
+	} {
+		if !strings.Contains(string(rendered), want) {
+			t.Errorf("memcached.yaml after render lacks %q:\n%s", want, rendered)
+		}
+	}
+	if strings.Contains(string(rendered), "config.kubernetes.io") {
+		t.Errorf("kpt's annotations leaked into the file:\n%s", rendered)
+	}
+
+	// Rendering again is a no-op.
+	again, code := render()
+	if code != 0 || strings.Contains(again.results.MustString(), "severity: info") {
+		t.Errorf("second render changed something (exit %d):\n%s", code, again.results.MustString())
+	}
+
+	// An invalid config: exit 1, error results, no items, files untouched.
+	write(t, config, strings.Replace(mustRead(t, config), "count: 3", "count: -3", 1))
+	failed, code := render()
+	if code != 1 {
+		t.Errorf("exit code %d for an invalid config, want 1", code)
+	}
+	if len(failed.items) != 0 {
+		t.Errorf("a failed run returned %d items", len(failed.items))
+	}
+	if failed.results == nil || !strings.Contains(failed.results.MustString(), "replicas[0].count: -3 is negative") {
+		t.Errorf("results do not explain the failure:\n%v", failed.results)
+	}
+	if after := mustRead(t, filepath.Join(pkg, "memcached.yaml")); after != string(rendered) {
+		t.Errorf("a failed run changed the package:\n%s", after)
+	}
+}
+
+type resultList struct {
+	items   []*yaml.RNode
+	results *yaml.RNode
+}
+
+func mustRead(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// 3. Standalone: CONFIG and files, or CONFIG and stdin; errors exit 1 and
+// print nothing on stdout.
+func TestStandaloneBinary(t *testing.T) {
+	bin := binaries(t, "set-image-replicas")["set-image-replicas"]
+	config := filepath.Join("testdata", "kpt-package", "pins.yaml")
+	resources := filepath.Join("testdata", "base", "memcached.yaml")
+
+	out, stderr, code := run(t, nil, bin, config, resources)
+	if code != 0 || !strings.Contains(out, "size: 3") || !strings.Contains(out, "image: memcached:1.6.39-alpine") {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
+	}
+	if !strings.Contains(stderr, "[info]") {
+		t.Errorf("standalone runs report their changes on stderr, got %q", stderr)
+	}
+
+	out, _, code = run(t, []byte(mustRead(t, resources)), bin, config)
+	if code != 0 || !strings.Contains(out, "size: 3") {
+		t.Errorf("CONFIG with resources on stdin: exit %d\n%s", code, out)
+	}
+
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	write(t, bad, strings.Replace(mustRead(t, config), "newTag: 1.6.39-alpine", "newTag: '1.6 39'", 1))
+	out, stderr, code = run(t, nil, bin, bad, resources)
+	if code != 1 || out != "" {
+		t.Errorf("invalid config: exit %d, stdout %q", code, out)
+	}
+	if !strings.Contains(stderr, `images[0].newTag: "1.6 39" is not a valid tag`) {
+		t.Errorf("stderr does not name the field: %q", stderr)
+	}
+}
+
+// 4. Container: the image (krm-functions/set-image-replicas/Dockerfile) is
+// a static binary on distroless/static running as the nonroot user. No
+// Docker engine is available here to build it, so the test checks the
+// recipe and runs the same static build the way the image would: no
+// environment, no home, an unprivileged user.
+func TestContainerImageRecipe(t *testing.T) {
+	dockerfile, err := repo.Path("krm-functions", "set-image-replicas", "Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	recipe := mustRead(t, dockerfile)
+	for _, want := range []string{
+		"CGO_ENABLED=0 go build -trimpath",
+		"FROM gcr.io/distroless/static-debian12:nonroot",
+		"USER 65532:65532",
+		`ENTRYPOINT ["/usr/local/bin/set-image-replicas"]`,
+	} {
+		if !strings.Contains(recipe, want) {
+			t.Errorf("Dockerfile lacks %q", want)
+		}
+	}
+
+	bin := binaries(t, "set-image-replicas")["set-image-replicas"]
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			t.Errorf("%s is dynamically linked; distroless/static has no libc", bin)
+		}
+	}
+
+	if os.Getuid() != 0 {
+		t.Fatalf("the test runs the binary as uid 65532 and needs root to switch to it")
+	}
+	in := `apiVersion: config.kubernetes.io/v1
+kind: ResourceList
+functionConfig: {apiVersion: v1, kind: ConfigMap, metadata: {name: set-image}, data: {name: memcached, newTag: "1.6.39"}}
+items:
+- {apiVersion: v1, kind: Pod, metadata: {name: p}, spec: {containers: [{name: m, image: memcached}]}}
+`
+	cmd := exec.Command(bin)
+	cmd.Env = []string{}
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65532, Gid: 65532}}
+	cmd.Stdin = strings.NewReader(in)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("as uid 65532 with an empty environment: %v", err)
+	}
+	if !strings.Contains(string(out), "memcached:1.6.39") {
+		t.Errorf("output:\n%s", out)
+	}
+}
