@@ -202,23 +202,15 @@ func (img Image) validate(field string) error {
 	if img.Name == "" {
 		return fmt.Errorf("%s.name: required; the repository to match, such as memcached or registry.example.com/team/app", field)
 	}
-	named, err := reference.ParseNormalizedNamed(img.Name)
-	switch {
-	case err != nil:
-		errs = append(errs, fmt.Errorf("%s.name: %q is not a valid repository: %w", field, img.Name, err))
-	case !reference.IsNameOnly(named):
-		errs = append(errs, fmt.Errorf("%s.name: %q has a tag or digest; name matches a repository, put the tag in newTag and the digest in digest", field, img.Name))
+	if err := validateRepository(field+".name", img.Name, "name matches a repository, put the tag in newTag and the digest in digest"); err != nil {
+		errs = append(errs, err)
 	}
 	if img.NewName == "" && img.NewTag == "" && img.Digest == "" {
 		errs = append(errs, fmt.Errorf("%s: nothing to change; set newName, newTag or digest", field))
 	}
 	if img.NewName != "" {
-		named, err := reference.ParseNormalizedNamed(img.NewName)
-		switch {
-		case err != nil:
-			errs = append(errs, fmt.Errorf("%s.newName: %q is not a valid repository: %w", field, img.NewName, err))
-		case !reference.IsNameOnly(named):
-			errs = append(errs, fmt.Errorf("%s.newName: %q has a tag or digest; use newTag and digest for those", field, img.NewName))
+		if err := validateRepository(field+".newName", img.NewName, "use newTag and digest for those"); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if img.NewTag != "" && !anchoredTag.MatchString(img.NewTag) {
@@ -230,6 +222,18 @@ func (img Image) validate(field string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// validateRepository checks that value is a repository without tag or digest.
+func validateRepository(field, value, hint string) error {
+	named, err := reference.ParseNormalizedNamed(value)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%s: %q is not a valid repository: %w", field, value, err)
+	case !reference.IsNameOnly(named):
+		return fmt.Errorf("%s: %q has a tag or digest; %s", field, value, hint)
+	}
+	return nil
 }
 
 // NormalizedName is the fully qualified repository of an image reference

@@ -51,15 +51,7 @@ func (p *plan) planKustomizationImage(o *object, i int, rule v1alpha1.Image) {
 			_ = entry.PipeE(yaml.SetField(kv[0], yaml.NewStringRNode(kv[1])))
 		}
 	}
-	node := o.node
-	p.edits = append(p.edits, edit{func() error {
-		seq, err := node.Pipe(yaml.LookupCreate(yaml.SequenceNode, "images"))
-		if err != nil {
-			return err
-		}
-		seq.YNode().Content = append(seq.YNode().Content, entry.YNode())
-		return nil
-	}})
+	p.edits = append(p.edits, appendEntry(o.node, "images", entry))
 	p.info(o, "images", nil, entry.MustString(), "%s: added an images entry for %s", ruleName, rule.Name)
 }
 
@@ -131,16 +123,21 @@ func (p *plan) planKustomizationReplicas(o *object, i int, rule v1alpha1.Replica
 	entry := yaml.NewMapRNode(nil)
 	_ = entry.PipeE(yaml.SetField("name", yaml.NewStringRNode(rule.Name)))
 	_ = entry.PipeE(yaml.SetField("count", intNode(count)))
-	node := o.node
-	p.edits = append(p.edits, edit{func() error {
-		seq, err := node.Pipe(yaml.LookupCreate(yaml.SequenceNode, "replicas"))
+	p.edits = append(p.edits, appendEntry(o.node, "replicas", entry))
+	p.info(o, "replicas", nil, count, "%s: added a replicas entry for %s with count %d", ruleName, rule.Name, count)
+}
+
+// appendEntry adds entry to the list field of a kustomization, creating the
+// list when the kustomization has none.
+func appendEntry(kustomization *yaml.RNode, field string, entry *yaml.RNode) edit {
+	return edit{func() error {
+		seq, err := kustomization.Pipe(yaml.LookupCreate(yaml.SequenceNode, field))
 		if err != nil {
 			return err
 		}
 		seq.YNode().Content = append(seq.YNode().Content, entry.YNode())
 		return nil
-	}})
-	p.info(o, "replicas", nil, count, "%s: added a replicas entry for %s with count %d", ruleName, rule.Name, count)
+	}}
 }
 
 func otherOf(field string) string {
