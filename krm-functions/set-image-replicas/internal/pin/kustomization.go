@@ -82,7 +82,7 @@ func (p *plan) updateKustomizationImage(o *object, entry *yaml.RNode, at, ruleNa
 			p.info(o, at+"."+field, old, nil, "%s: removed %s.%s %s (the rule sets %s)", ruleName, at, field, old, otherOf(field))
 		case value != nil && old != *value:
 			v := *value
-			p.edits = append(p.edits, edit{func() error { return entry.PipeE(yaml.SetField(field, yaml.NewStringRNode(v))) }})
+			p.edits = append(p.edits, setScalar(entry, field, v, yaml.NodeTagString))
 			var from any
 			if old != "" {
 				from = old
@@ -107,16 +107,7 @@ func (p *plan) planKustomizationReplicas(o *object, i int, rule v1alpha1.Replica
 			if name := scalar(entry, "name"); name != rule.Name {
 				continue
 			}
-			old := scalar(entry, "count")
-			if old == fmt.Sprint(count) {
-				return
-			}
-			p.edits = append(p.edits, edit{func() error { return entry.PipeE(yaml.SetField("count", intNode(count))) }})
-			var from any
-			if n, err := strconv.ParseInt(old, 10, 64); err == nil {
-				from = n
-			}
-			p.info(o, fmt.Sprintf("replicas[%d].count", j), from, count, "%s: set replicas %s to %d (was %s)", ruleName, rule.Name, count, orUnset(old))
+			p.setEntryCount(o, entry, fmt.Sprintf("replicas[%d].count", j), ruleName, rule.Name, count)
 			return
 		}
 	}
@@ -140,6 +131,33 @@ func appendEntry(kustomization *yaml.RNode, field string, entry *yaml.RNode) edi
 	}}
 }
 
+// setScalar sets field of a mapping, changing the existing value node in
+// place so that its comments and quoting survive, or adding the field.
+func setScalar(mapping *yaml.RNode, field, value, tag string) edit {
+	return edit{func() error {
+		if f := mapping.Field(field); f != nil && f.Value.YNode().Kind == yaml.ScalarNode {
+			n := f.Value.YNode()
+			n.Value, n.Tag = value, tag
+			return nil
+		}
+		return mapping.PipeE(yaml.SetField(field, yaml.NewRNode(&yaml.Node{Kind: yaml.ScalarNode, Tag: tag, Value: value})))
+	}}
+}
+
+// setEntryCount plans setting the count of a replicas entry.
+func (p *plan) setEntryCount(o *object, entry *yaml.RNode, at, ruleName, what string, count int64) {
+	old := scalar(entry, "count")
+	if old == fmt.Sprint(count) {
+		return
+	}
+	p.edits = append(p.edits, setScalar(entry, "count", strconv.FormatInt(count, 10), yaml.NodeTagInt))
+	var from any
+	if n, err := strconv.ParseInt(old, 10, 64); err == nil {
+		from = n
+	}
+	p.info(o, at, from, count, "%s: set replicas %s to %d (was %s)", ruleName, what, count, orUnset(old))
+}
+
 func otherOf(field string) string {
 	if field == "digest" {
 		return "only newTag"
@@ -152,4 +170,40 @@ func orUnset(s string) string {
 		return "unset"
 	}
 	return s
+}
+
+// planPinFile updates the rules of another SetImageReplicas file to this
+// run's values: `make pin` edits an overlay's images.yaml and replicas.yaml
+// this way, and promotion runs one environment's images.yaml against the
+// next one's. Only existing rules are updated (images by repository,
+// replicas by identical selector), so a file never grows rules it did not
+// have: a replicas file gets no image rules.
+func (p *plan) planPinFile(o *object) {
+	if list, _ := o.node.Pipe(yaml.Lookup("images")); list != nil && list.YNode().Kind == yaml.SequenceNode {
+		for i, rule := range p.cfg.Images {
+			ruleName := fmt.Sprintf("images[%d]", i)
+			repo := v1alpha1.NormalizedName(rule.Name)
+			for j, el := range list.YNode().Content {
+				entry := yaml.NewRNode(el)
+				if v1alpha1.NormalizedName(scalar(entry, "name")) == repo {
+					p.matched[ruleName] = true
+					p.updateKustomizationImage(o, entry, fmt.Sprintf("images[%d]", j), ruleName, rule)
+				}
+			}
+		}
+	}
+	if list, _ := o.node.Pipe(yaml.Lookup("replicas")); list != nil && list.YNode().Kind == yaml.SequenceNode {
+		for i, rule := range p.cfg.Replicas {
+			for j, el := range list.YNode().Content {
+				entry := yaml.NewRNode(el)
+				if scalar(entry, "kind") != rule.Kind || scalar(entry, "name") != rule.Name ||
+					scalar(entry, "namespace") != rule.Namespace || scalar(entry, "labelSelector") != rule.LabelSelector {
+					continue
+				}
+				ruleName := fmt.Sprintf("replicas[%d]", i)
+				p.matched[ruleName] = true
+				p.setEntryCount(o, entry, fmt.Sprintf("replicas[%d].count", j), ruleName, describeSelector(rule), *rule.Count)
+			}
+		}
+	}
 }

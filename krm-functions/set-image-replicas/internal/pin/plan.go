@@ -70,6 +70,10 @@ func (p *plan) build(items []*yaml.RNode) {
 			p.planKustomization(o)
 			continue
 		}
+		if o.isPinFile() {
+			p.planPinFile(o)
+			continue
+		}
 		p.planImages(o)
 		p.planReplicas(o, autoscalers)
 	}
@@ -185,6 +189,13 @@ func (o *object) file() *framework.File {
 	f := &framework.File{Path: path}
 	_, _ = fmt.Sscanf(index, "%d", &f.Index)
 	return f
+}
+
+// isPinFile reports whether o is another SetImageReplicas configuration
+// (an overlay's images.yaml or replicas.yaml), which the function updates
+// instead of treating as a resource.
+func (o *object) isPinFile() bool {
+	return o.apiVersion() == v1alpha1.APIVersion && o.kind == v1alpha1.Kind
 }
 
 func (o *object) isKustomization() bool {
