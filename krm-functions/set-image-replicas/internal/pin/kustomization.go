@@ -2,7 +2,9 @@ package pin
 
 import (
 	"fmt"
+	"path/filepath"
 	"strconv"
+	"strings"
 
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
@@ -21,6 +23,39 @@ func (p *plan) planKustomization(o *object) {
 	for i, rule := range p.cfg.Replicas {
 		p.planKustomizationReplicas(o, i, rule)
 	}
+}
+
+// kustomizationPatches returns the package paths of the patch files the
+// kustomizations in the input reference (patches[].path and the legacy
+// patchesStrategicMerge and patchesJson6902).
+func kustomizationPatches(objs []*object) map[string]bool {
+	out := map[string]bool{}
+	for _, o := range objs {
+		if !o.isKustomization() || o.path() == "" {
+			continue
+		}
+		dir := filepath.Dir(o.path())
+		add := func(p string) {
+			if p != "" && !strings.Contains(p, "\n") {
+				out[filepath.Join(dir, p)] = true
+			}
+		}
+		for _, field := range []string{"patches", "patchesJson6902"} {
+			if list, _ := o.node.Pipe(yaml.Lookup(field)); list != nil {
+				for _, el := range list.YNode().Content {
+					add(scalar(yaml.NewRNode(el), "path"))
+				}
+			}
+		}
+		if list, _ := o.node.Pipe(yaml.Lookup("patchesStrategicMerge")); list != nil {
+			for _, el := range list.YNode().Content {
+				if el.Kind == yaml.ScalarNode {
+					add(el.Value) // a file name, or an inline patch (skipped)
+				}
+			}
+		}
+	}
+	return out
 }
 
 func (p *plan) planKustomizationImage(o *object, i int, rule v1alpha1.Image) {

@@ -65,9 +65,16 @@ func (p *plan) build(items []*yaml.RNode) {
 		objs = append(objs, o)
 	}
 	autoscalers := indexAutoscalers(objs)
+	patches := kustomizationPatches(objs)
 	for _, o := range objs {
 		if o.isKustomization() {
 			p.planKustomization(o)
+			continue
+		}
+		if patches[o.path()] {
+			// A kustomize patch is a fragment, not a resource: pinning
+			// it would add fields (spec.replicas) the patch never meant
+			// to set. The kustomization's own pins cover what it patches.
 			continue
 		}
 		if o.isPinFile() {
@@ -179,6 +186,12 @@ func (o *object) ref() *yaml.ResourceIdentifier {
 		TypeMeta: yaml.TypeMeta{APIVersion: o.apiVersion(), Kind: o.kind},
 		NameMeta: yaml.NameMeta{Name: o.name, Namespace: o.namespace},
 	}
+}
+
+// path is the file the object was read from ("" outside a package).
+func (o *object) path() string {
+	path, _, _ := kioutil.GetFileAnnotations(o.node)
+	return path
 }
 
 func (o *object) file() *framework.File {
