@@ -11,6 +11,8 @@
 #
 # Usage: scripts/build-tools.sh [BIN_DIR]    (default: bin)
 set -euo pipefail
+# Progress goes to stderr, so `make render > prod.yaml` captures manifests only.
+exec 1>&2
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=$(mkdir -p "${1:-$root/bin}" && cd "${1:-$root/bin}" && pwd)
