@@ -16,6 +16,11 @@ GO_PACKAGES := $(addprefix ./,$(addsuffix /...,$(GO_MODULES)))
 
 CONTROLLER_GEN := $(BIN)/controller-gen
 GOLANGCI_LINT := $(BIN)/golangci-lint
+KUSTOMIZE := $(BIN)/kustomize
+KUBECTL := $(BIN)/kubectl
+
+# The environment deploy, undeploy, render and pin work on: overlays/$(ENV).
+ENV ?= dev
 
 ##@ General
 
@@ -37,7 +42,7 @@ generate: tools ## Generate the API's deepcopy code from its markers.
 
 .PHONY: manifests
 manifests: tools ## Generate the CRD and the manager's RBAC role in deploy/ from the operator's markers.
-	cd operator && $(CONTROLLER_GEN) rbac:roleName=manager-role crd paths=./... \
+	cd operator && $(CONTROLLER_GEN) rbac:roleName=memcached-operator-manager-role crd paths=./... \
 		output:crd:artifacts:config=../deploy/crd/bases output:rbac:artifacts:config=../deploy/rbac
 
 .PHONY: fmt
@@ -58,6 +63,45 @@ lint: tools ## Run golangci-lint (errcheck, staticcheck, nilerr, revive, ...) on
 build: ## Build bin/manager and bin/set-image-replicas (static, as in their images).
 	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o $(BIN)/manager ./operator/cmd
 	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $(BIN)/set-image-replicas ./krm-functions/set-image-replicas
+
+##@ Deployment (to the cluster of $KUBECONFIG or the current context)
+
+.PHONY: install
+install: tools ## Install the operator's namespace, CRD and RBAC (deploy/install).
+	$(KUSTOMIZE) build deploy/install | $(KUBECTL) apply --server-side -f -
+	$(KUBECTL) wait --for=condition=Established --timeout=60s crd/memcacheds.cache.example.com
+
+.PHONY: uninstall
+uninstall: tools delete-memcacheds ## Remove what `make install` installed (run it while the operator still runs).
+	$(KUSTOMIZE) build deploy/install | $(KUBECTL) delete --ignore-not-found --wait=false -f -
+
+.PHONY: deploy
+deploy: install ## Deploy overlays/$(ENV): the operator and the environment's Memcacheds.
+	$(KUSTOMIZE) build overlays/$(ENV) | $(KUBECTL) apply --server-side -f -
+
+.PHONY: undeploy
+undeploy: tools delete-memcacheds ## Remove overlays/$(ENV) from the cluster, Memcacheds first.
+	$(KUSTOMIZE) build overlays/$(ENV) | $(KUBECTL) delete --ignore-not-found --wait=false -f -
+
+# Memcacheds carry the operator's finalizer: they must go while the operator
+# still runs, or they (and the CRD) wait for it forever.
+.PHONY: delete-memcacheds
+delete-memcacheds:
+	@if $(KUBECTL) get crd memcacheds.cache.example.com >/dev/null 2>&1; then \
+		$(KUBECTL) delete memcacheds.cache.example.com --all --all-namespaces --wait --timeout=60s || { \
+		echo "Memcacheds are still there: is the operator running? See README, 'Removing the operator'." >&2; exit 1; }; fi
+
+.PHONY: render
+render: tools ## Print the manifests of overlays/$(ENV) (what Argo CD and Flux apply).
+	@$(KUSTOMIZE) build overlays/$(ENV)
+
+.PHONY: pin
+pin: tools build ## Pin images/replicas of $(ENV): make pin ENV=prod IMAGE=repo:tag@sha256:... REPLICAS="Memcached/app-cache=3".
+	@scripts/pin.sh $(ENV) $(IMAGE)
+
+.PHONY: promote
+promote: tools build ## Copy the image pins of FROM into TO and render them: make promote FROM=dev TO=staging [DIGEST=sha256:...].
+	@scripts/promote.sh $(FROM) $(TO)
 
 ##@ Test
 

@@ -33,7 +33,7 @@ func TestGeneratedFilesAreCurrent(t *testing.T) {
 	copyTree(t, filepath.Join(root, "operator"), operator)
 	cmd := exec.Command(bins["controller-gen"],
 		"object:headerFile=hack/boilerplate.go.txt",
-		"rbac:roleName=manager-role", "crd", "paths=./...",
+		"rbac:roleName=memcached-operator-manager-role", "crd", "paths=./...",
 		"output:crd:artifacts:config="+filepath.Join(scratch, "crd"),
 		"output:rbac:artifacts:config="+filepath.Join(scratch, "rbac"))
 	cmd.Dir = operator
