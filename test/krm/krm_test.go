@@ -15,9 +15,7 @@ import (
 	"syscall"
 	"testing"
 
-	"sigs.k8s.io/kustomize/kyaml/kio"
-	"sigs.k8s.io/kustomize/kyaml/yaml"
-
+	"github.com/example/memcached-operator/test/internal/kpt"
 	"github.com/example/memcached-operator/test/internal/repo"
 )
 
@@ -150,62 +148,28 @@ replicas:
 // performs that exchange with the same kyaml readers and writers kpt is
 // built on.
 func TestKptExecProtocol(t *testing.T) {
-	bins := binaries(t, "set-image-replicas")
+	bin := binaries(t, "set-image-replicas")["set-image-replicas"]
 	pkg := t.TempDir()
 	copyDir(t, filepath.Join("testdata", "kpt-package"), pkg)
+	config := filepath.Join(pkg, "pins.yaml")
 
-	kptfile, err := yaml.ReadFile(filepath.Join(pkg, "Kptfile"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	mutator, err := kptfile.Pipe(yaml.Lookup("pipeline", "mutators", "[exec=set-image-replicas]"))
-	if err != nil || mutator == nil {
-		t.Fatalf("Kptfile has no set-image-replicas mutator: %v", err)
-	}
-	configPath, _ := mutator.Pipe(yaml.Lookup("configPath"))
-	config := filepath.Join(pkg, configPath.YNode().Value)
-
-	render := func() (resultList, int) {
-		fnConfig, err := yaml.ReadFile(config)
-		if err != nil {
-			t.Fatal(err)
+	render := func() kpt.Result {
+		t.Helper()
+		results, err := kpt.Render(pkg, bin)
+		if err != nil || len(results) != 1 {
+			t.Fatalf("render: %v (%d mutators ran)", err, len(results))
 		}
-		items, err := (&kio.LocalPackageReader{PackagePath: pkg, PreserveSeqIndent: true}).Read()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var in bytes.Buffer
-		if err := (&kio.ByteWriter{
-			Writer: &in, KeepReaderAnnotations: true, FunctionConfig: fnConfig,
-			WrappingKind: kio.ResourceListKind, WrappingAPIVersion: kio.ResourceListAPIVersion,
-		}).Write(items); err != nil {
-			t.Fatal(err)
-		}
-		stdout, stderr, code := run(t, in.Bytes(), bins["set-image-replicas"])
-		reader := &kio.ByteReader{Reader: strings.NewReader(stdout), PreserveSeqIndent: true}
-		out, err := reader.Read()
-		if err != nil {
-			t.Fatalf("function output is not a ResourceList: %v\n%s\n%s", err, stdout, stderr)
-		}
-		if code == 0 {
-			if err := (kio.LocalPackageWriter{PackagePath: pkg}).Write(out); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return resultList{items: out, results: reader.Results}, code
+		return results[0]
 	}
 
-	got, code := render()
-	if code != 0 {
-		t.Fatalf("exit code %d, results:\n%s", code, got.results.MustString())
+	got := render()
+	if got.ExitCode != 0 {
+		t.Fatalf("exit code %d, results:\n%s", got.ExitCode, got.Results.MustString())
 	}
-	if n := strings.Count(got.results.MustString(), "severity: info"); n != 3 {
-		t.Errorf("want 3 info results (two images, one size), got %d:\n%s", n, got.results.MustString())
+	if n := strings.Count(got.Results.MustString(), "severity: info"); n != 3 {
+		t.Errorf("want 3 info results (two images, one size), got %d:\n%s", n, got.Results.MustString())
 	}
-	rendered, err := os.ReadFile(filepath.Join(pkg, "memcached.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	rendered := mustRead(t, filepath.Join(pkg, "memcached.yaml"))
 	for _, want := range []string{
 		"# The session cache of the web tier.",
 		"name: sessions # referenced by the web Deployment",
@@ -214,49 +178,37 @@ func TestKptExecProtocol(t *testing.T) {
 		"image: docker.io/library/memcached:1.6.39-alpine",
 		"\n---\n",
 	} {
-		if !strings.Contains(string(rendered), want) {
+		if !strings.Contains(rendered, want) {
 			t.Errorf("memcached.yaml after render lacks %q:\n%s", want, rendered)
 		}
 	}
-	if strings.Contains(string(rendered), "config.kubernetes.io") {
+	if strings.Contains(rendered, "config.kubernetes.io") {
 		t.Errorf("kpt's annotations leaked into the file:\n%s", rendered)
+	}
+	if kptfile := mustRead(t, filepath.Join(pkg, "Kptfile")); kptfile != mustRead(t, filepath.Join("testdata", "kpt-package", "Kptfile")) {
+		t.Errorf("the Kptfile changed:\n%s", kptfile)
 	}
 
 	// Rendering again is a no-op.
-	again, code := render()
-	if code != 0 || strings.Contains(again.results.MustString(), "severity: info") {
-		t.Errorf("second render changed something (exit %d):\n%s", code, again.results.MustString())
+	if again := render(); again.ExitCode != 0 || (again.Results != nil && strings.Contains(again.Results.MustString(), "severity: info")) {
+		t.Errorf("second render changed something (exit %d):\n%v", again.ExitCode, again.Results)
 	}
 
 	// An invalid config: exit 1, error results, no items, files untouched.
 	write(t, config, strings.Replace(mustRead(t, config), "count: 3", "count: -3", 1))
-	failed, code := render()
-	if code != 1 {
-		t.Errorf("exit code %d for an invalid config, want 1", code)
+	failed := render()
+	if failed.ExitCode != 1 {
+		t.Errorf("exit code %d for an invalid config, want 1", failed.ExitCode)
 	}
-	if len(failed.items) != 0 {
-		t.Errorf("a failed run returned %d items", len(failed.items))
+	if len(failed.Items) != 0 {
+		t.Errorf("a failed run returned %d items", len(failed.Items))
 	}
-	if failed.results == nil || !strings.Contains(failed.results.MustString(), "replicas[0].count: -3 is negative") {
-		t.Errorf("results do not explain the failure:\n%v", failed.results)
+	if failed.Results == nil || !strings.Contains(failed.Results.MustString(), "replicas[0].count: -3 is negative") {
+		t.Errorf("results do not explain the failure:\n%v", failed.Results)
 	}
-	if after := mustRead(t, filepath.Join(pkg, "memcached.yaml")); after != string(rendered) {
+	if after := mustRead(t, filepath.Join(pkg, "memcached.yaml")); after != rendered {
 		t.Errorf("a failed run changed the package:\n%s", after)
 	}
-}
-
-type resultList struct {
-	items   []*yaml.RNode
-	results *yaml.RNode
-}
-
-func mustRead(t *testing.T, path string) string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }
 
 // 3. Standalone: CONFIG and files, or CONFIG and stdin; errors exit 1 and
@@ -345,4 +297,13 @@ items:
 	if !strings.Contains(string(out), "memcached:1.6.39") {
 		t.Errorf("output:\n%s", out)
 	}
+}
+
+func mustRead(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -1,0 +1,116 @@
+package deploy
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/example/memcached-operator/test/internal/cluster"
+	"github.com/example/memcached-operator/test/internal/repo"
+)
+
+// make install, deploy, render, undeploy and uninstall do what a kubebuilder
+// user expects, against the cluster of $KUBECONFIG (ENV=dev by default).
+func TestMakeTargets(t *testing.T) {
+	if _, err := repo.Bin("kubectl", "kustomize", "manager"); err != nil {
+		t.Fatal(err)
+	}
+	c := cluster.StartEnvtest(t)
+	ctx := context.Background()
+	makeTarget := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command("make", append([]string{"--no-print-directory", "-C", root(t)}, args...)...)
+		cmd.Env = append(cleanEnv(), "KUBECONFIG="+c.Kubeconfig)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("make %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr.String())
+		}
+		return string(out) // stdout only: make render's output is the manifests
+	}
+	exists := func(obj *unstructured.Unstructured, namespace, name string) bool {
+		err := c.Client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, obj)
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+		return err == nil
+	}
+	memcached := func() *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion("cache.example.com/v1alpha1")
+		u.SetKind("Memcached")
+		return u
+	}
+
+	makeTarget("install")
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	get(t, c, "", "memcacheds.cache.example.com", crd)
+	get(t, c, operatorNamespace, serviceAccount, &corev1.ServiceAccount{})
+
+	makeTarget("deploy")
+	get(t, c, operatorNamespace, serviceAccount, &appsv1.Deployment{})
+	if !exists(memcached(), cacheNamespace, "app-cache") {
+		t.Fatal("make deploy did not create the dev Memcached")
+	}
+
+	if got := makeTarget("render"); got != string(buildCLI(t, "overlays/dev")) {
+		t.Errorf("make render is not the dev overlay")
+	}
+	if got := makeTarget("render", "ENV=prod"); !strings.Contains(got, prodImage) {
+		t.Errorf("make render ENV=prod does not render prod")
+	}
+
+	// The operator must run for undeploy: Memcacheds go first, through its finalizer.
+	cluster.StartManager(t, c.Kubeconfig, "--metrics-bind-address=0")
+	cluster.Eventually(t, 30*time.Second, "the finalizer on app-cache", func() error {
+		mc := memcached()
+		if !exists(mc, cacheNamespace, "app-cache") || len(mc.GetFinalizers()) == 0 {
+			return os.ErrNotExist
+		}
+		return nil
+	})
+	makeTarget("undeploy")
+	if exists(memcached(), cacheNamespace, "app-cache") {
+		t.Errorf("make undeploy left the Memcached")
+	}
+	cluster.Eventually(t, 30*time.Second, "the manager Deployment to be deleted", func() error {
+		d := &appsv1.Deployment{}
+		if err := c.Client.Get(ctx, types.NamespacedName{Namespace: operatorNamespace, Name: serviceAccount}, d); !apierrors.IsNotFound(err) {
+			return os.ErrExist
+		}
+		return nil
+	})
+
+	makeTarget("uninstall")
+	cluster.Eventually(t, 30*time.Second, "the CRD to be deleted", func() error {
+		if err := c.Client.Get(ctx, types.NamespacedName{Name: "memcacheds.cache.example.com"}, &apiextensionsv1.CustomResourceDefinition{}); !apierrors.IsNotFound(err) {
+			return os.ErrExist
+		}
+		return nil
+	})
+}
+
+// cleanEnv drops the outer make's variables, so a nested make behaves as if
+// a user typed it.
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		switch k, _, _ := strings.Cut(kv, "="); k {
+		case "MAKEFLAGS", "MAKELEVEL", "MFLAGS", "MAKEOVERRIDES", "KUBECONFIG":
+		default:
+			env = append(env, kv)
+		}
+	}
+	return env
+}

@@ -1,0 +1,150 @@
+package deploy
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/example/memcached-operator/test/internal/kpt"
+	"github.com/example/memcached-operator/test/internal/repo"
+)
+
+// scratchRepo copies scripts/ and overlays/ into a temporary repository
+// whose bin/ is the real one, so the scripts can edit overlays freely.
+func scratchRepo(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, sub := range []string{"scripts", "overlays/dev", "overlays/staging", "overlays/prod"} {
+		if err := kpt.CopyPackage(filepath.Join(root(t), sub), filepath.Join(dir, sub)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range []string{"pin.sh", "promote.sh", "render-pins.sh"} {
+		if err := os.Chmod(filepath.Join(dir, "scripts", s), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bin, err := repo.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(bin, filepath.Join(dir, "bin")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := repo.Bin("set-image-replicas"); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func read(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func script(t *testing.T, dir string, env []string, name string, args ...string) (string, int) {
+	t.Helper()
+	t.Setenv("PATH", os.Getenv("PATH"))
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+	stdout, stderr, code := run(t, nil, filepath.Join(dir, "scripts", name), args...)
+	return stdout + stderr, code
+}
+
+// The GitOps promotion step copies image pins, never replica counts, and
+// keeps digest pinning where the target has it.
+func TestPromote(t *testing.T) {
+	dir := scratchRepo(t)
+	staging := filepath.Join(dir, "overlays", "staging")
+	prod := filepath.Join(dir, "overlays", "prod")
+	replicasBefore := read(t, filepath.Join(staging, "replicas.yaml"))
+
+	out, code := script(t, dir, nil, "promote.sh", "dev", "staging")
+	if code != 0 {
+		t.Fatalf("promote dev staging: exit %d\n%s", code, out)
+	}
+	for _, file := range []string{"images.yaml", "kustomization.yaml"} {
+		if got := read(t, filepath.Join(staging, file)); !strings.Contains(got, "newTag: main-3b9e154") {
+			t.Errorf("staging %s did not receive dev's tag:\n%s", file, got)
+		}
+	}
+	if got := read(t, filepath.Join(staging, "replicas.yaml")); got != replicasBefore {
+		t.Errorf("promotion changed staging's replica pins:\n%s", got)
+	}
+	if kust := read(t, filepath.Join(staging, "kustomization.yaml")); !strings.Contains(kust, "- name: memcached-operator-controller-manager\n  count: 2") {
+		t.Errorf("staging lost its replica count:\n%s", kust)
+	}
+
+	// prod pins by digest; a tag-only promotion is refused and changes nothing.
+	prodImages := read(t, filepath.Join(prod, "images.yaml"))
+	out, code = script(t, dir, nil, "promote.sh", "staging", "prod")
+	if code == 0 || !strings.Contains(out, "DIGEST=sha256:") {
+		t.Fatalf("promote without a digest into prod: exit %d\n%s", code, out)
+	}
+	if got := read(t, filepath.Join(prod, "images.yaml")); got != prodImages {
+		t.Errorf("a refused promotion changed prod:\n%s", got)
+	}
+
+	digest := "sha256:" + strings.Repeat("ab", 32)
+	out, code = script(t, dir, []string{"DIGEST=" + digest}, "promote.sh", "staging", "prod")
+	if code != 0 {
+		t.Fatalf("promote with DIGEST: exit %d\n%s", code, out)
+	}
+	kust := read(t, filepath.Join(prod, "kustomization.yaml"))
+	if !strings.Contains(kust, "newTag: main-3b9e154\n  digest: "+digest) {
+		t.Errorf("prod does not pin the promoted tag by the given digest:\n%s", kust)
+	}
+
+	// The result still renders and is in sync with its pins.
+	if out, code := script(t, dir, nil, "render-pins.sh", "prod"); code != 0 || strings.Contains(out, "pinned") {
+		t.Errorf("render after promotion is not a no-op: exit %d\n%s", code, out)
+	}
+}
+
+// `make pin` updates the pins the overlay already has and fails, changing
+// nothing, on a typo.
+func TestPin(t *testing.T) {
+	dir := scratchRepo(t)
+	prod := filepath.Join(dir, "overlays", "prod")
+
+	digest := "sha256:" + strings.Repeat("cd", 32)
+	out, code := script(t, dir, []string{"REPLICAS=Memcached/app-cache=5"}, "pin.sh", "prod",
+		"registry.example.com/memcached-operator:v0.3.0@"+digest, "memcached:1.6.40-alpine")
+	if code != 0 {
+		t.Fatalf("pin: exit %d\n%s", code, out)
+	}
+	kust := read(t, filepath.Join(prod, "kustomization.yaml"))
+	for _, want := range []string{
+		"newTag: v0.3.0\n  digest: " + digest,
+		"- name: memcached\n  newTag: 1.6.40-alpine",
+		"- name: app-cache\n  count: 5",
+		"- name: memcached-operator-controller-manager\n  count: 2",
+	} {
+		if !strings.Contains(kust, want) {
+			t.Errorf("kustomization.yaml lacks %q:\n%s", want, kust)
+		}
+	}
+	if images := read(t, filepath.Join(prod, "images.yaml")); !strings.Contains(images, "newTag: \"v0.3.0\"") && !strings.Contains(images, "newTag: v0.3.0") {
+		t.Errorf("images.yaml was not updated:\n%s", images)
+	}
+
+	before := read(t, filepath.Join(prod, "kustomization.yaml"))
+	out, code = script(t, dir, nil, "pin.sh", "prod", "registry.example.com/memcached-operatr:v9")
+	if code == 0 || !strings.Contains(out, "matched no image") {
+		t.Errorf("a misspelled image must fail: exit %d\n%s", code, out)
+	}
+	if read(t, filepath.Join(prod, "kustomization.yaml")) != before {
+		t.Errorf("a failed pin changed the overlay")
+	}
+	out, code = script(t, dir, []string{"REPLICAS=Memcached/app-cache=-1"}, "pin.sh", "prod")
+	if code == 0 || !strings.Contains(out, "want Kind/name=count") {
+		t.Errorf("a negative count must fail: exit %d\n%s", code, out)
+	}
+}
