@@ -19,6 +19,7 @@ import (
 
 	"github.com/example/memcached-operator/test/internal/kpt"
 	"github.com/example/memcached-operator/test/internal/repo"
+	"github.com/example/memcached-operator/test/internal/run"
 )
 
 var envs = []string{"dev", "staging", "prod"}
@@ -62,7 +63,7 @@ func buildCLI(t *testing.T, dir string) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, stderr, code := run(t, nil, bins["kustomize"], "build", filepath.Join(root(t), dir))
+	out, stderr, code := run.Command(t, nil, bins["kustomize"], "build", filepath.Join(root(t), dir))
 	if code != 0 {
 		t.Fatalf("kustomize build %s: exit %d\n%s", dir, code, stderr)
 	}

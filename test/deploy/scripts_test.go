@@ -8,6 +8,7 @@ import (
 
 	"github.com/example/memcached-operator/test/internal/kpt"
 	"github.com/example/memcached-operator/test/internal/repo"
+	"github.com/example/memcached-operator/test/internal/run"
 )
 
 // scratchRepo copies scripts/ and overlays/ into a temporary repository
@@ -38,15 +39,6 @@ func scratchRepo(t *testing.T) string {
 	return dir
 }
 
-func read(t *testing.T, path string) string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
 func script(t *testing.T, dir string, env []string, name string, args ...string) (string, int) {
 	t.Helper()
 	t.Setenv("PATH", os.Getenv("PATH"))
@@ -54,7 +46,7 @@ func script(t *testing.T, dir string, env []string, name string, args ...string)
 		k, v, _ := strings.Cut(kv, "=")
 		t.Setenv(k, v)
 	}
-	stdout, stderr, code := run(t, nil, filepath.Join(dir, "scripts", name), args...)
+	stdout, stderr, code := run.Command(t, nil, filepath.Join(dir, "scripts", name), args...)
 	return stdout + stderr, code
 }
 
@@ -64,31 +56,31 @@ func TestPromote(t *testing.T) {
 	dir := scratchRepo(t)
 	staging := filepath.Join(dir, "overlays", "staging")
 	prod := filepath.Join(dir, "overlays", "prod")
-	replicasBefore := read(t, filepath.Join(staging, "replicas.yaml"))
+	replicasBefore := run.ReadFile(t, filepath.Join(staging, "replicas.yaml"))
 
 	out, code := script(t, dir, nil, "promote.sh", "dev", "staging")
 	if code != 0 {
 		t.Fatalf("promote dev staging: exit %d\n%s", code, out)
 	}
 	for _, file := range []string{"images.yaml", "kustomization.yaml"} {
-		if got := read(t, filepath.Join(staging, file)); !strings.Contains(got, "newTag: main-3b9e154") {
+		if got := run.ReadFile(t, filepath.Join(staging, file)); !strings.Contains(got, "newTag: main-3b9e154") {
 			t.Errorf("staging %s did not receive dev's tag:\n%s", file, got)
 		}
 	}
-	if got := read(t, filepath.Join(staging, "replicas.yaml")); got != replicasBefore {
+	if got := run.ReadFile(t, filepath.Join(staging, "replicas.yaml")); got != replicasBefore {
 		t.Errorf("promotion changed staging's replica pins:\n%s", got)
 	}
-	if kust := read(t, filepath.Join(staging, "kustomization.yaml")); !strings.Contains(kust, "- name: memcached-operator-controller-manager\n  count: 2") {
+	if kust := run.ReadFile(t, filepath.Join(staging, "kustomization.yaml")); !strings.Contains(kust, "- name: memcached-operator-controller-manager\n  count: 2") {
 		t.Errorf("staging lost its replica count:\n%s", kust)
 	}
 
 	// prod pins by digest; a tag-only promotion is refused and changes nothing.
-	prodImages := read(t, filepath.Join(prod, "images.yaml"))
+	prodImages := run.ReadFile(t, filepath.Join(prod, "images.yaml"))
 	out, code = script(t, dir, nil, "promote.sh", "staging", "prod")
 	if code == 0 || !strings.Contains(out, "DIGEST=sha256:") {
 		t.Fatalf("promote without a digest into prod: exit %d\n%s", code, out)
 	}
-	if got := read(t, filepath.Join(prod, "images.yaml")); got != prodImages {
+	if got := run.ReadFile(t, filepath.Join(prod, "images.yaml")); got != prodImages {
 		t.Errorf("a refused promotion changed prod:\n%s", got)
 	}
 
@@ -97,7 +89,7 @@ func TestPromote(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("promote with DIGEST: exit %d\n%s", code, out)
 	}
-	kust := read(t, filepath.Join(prod, "kustomization.yaml"))
+	kust := run.ReadFile(t, filepath.Join(prod, "kustomization.yaml"))
 	if !strings.Contains(kust, "newTag: main-3b9e154\n  digest: "+digest) {
 		t.Errorf("prod does not pin the promoted tag by the given digest:\n%s", kust)
 	}
@@ -120,7 +112,7 @@ func TestPin(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("pin: exit %d\n%s", code, out)
 	}
-	kust := read(t, filepath.Join(prod, "kustomization.yaml"))
+	kust := run.ReadFile(t, filepath.Join(prod, "kustomization.yaml"))
 	for _, want := range []string{
 		"newTag: v0.3.0\n  digest: " + digest,
 		"- name: memcached\n  newTag: 1.6.40-alpine",
@@ -131,16 +123,16 @@ func TestPin(t *testing.T) {
 			t.Errorf("kustomization.yaml lacks %q:\n%s", want, kust)
 		}
 	}
-	if images := read(t, filepath.Join(prod, "images.yaml")); !strings.Contains(images, "newTag: \"v0.3.0\"") && !strings.Contains(images, "newTag: v0.3.0") {
+	if images := run.ReadFile(t, filepath.Join(prod, "images.yaml")); !strings.Contains(images, "newTag: \"v0.3.0\"") && !strings.Contains(images, "newTag: v0.3.0") {
 		t.Errorf("images.yaml was not updated:\n%s", images)
 	}
 
-	before := read(t, filepath.Join(prod, "kustomization.yaml"))
+	before := run.ReadFile(t, filepath.Join(prod, "kustomization.yaml"))
 	out, code = script(t, dir, nil, "pin.sh", "prod", "registry.example.com/memcached-operatr:v9")
 	if code == 0 || !strings.Contains(out, "matched no image") {
 		t.Errorf("a misspelled image must fail: exit %d\n%s", code, out)
 	}
-	if read(t, filepath.Join(prod, "kustomization.yaml")) != before {
+	if run.ReadFile(t, filepath.Join(prod, "kustomization.yaml")) != before {
 		t.Errorf("a failed pin changed the overlay")
 	}
 	out, code = script(t, dir, []string{"REPLICAS=Memcached/app-cache=-1"}, "pin.sh", "prod")

@@ -5,9 +5,7 @@
 package krm
 
 import (
-	"bytes"
 	"debug/elf"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/example/memcached-operator/test/internal/kpt"
 	"github.com/example/memcached-operator/test/internal/repo"
+	"github.com/example/memcached-operator/test/internal/run"
 )
 
 func binaries(t *testing.T, names ...string) map[string]string {
@@ -26,24 +25,6 @@ func binaries(t *testing.T, names ...string) map[string]string {
 		t.Fatal(err)
 	}
 	return bins
-}
-
-// run executes a command and returns stdout, stderr and the exit code.
-func run(t *testing.T, stdin []byte, name string, args ...string) (string, string, int) {
-	t.Helper()
-	cmd := exec.Command(name, args...)
-	cmd.Stdin = bytes.NewReader(stdin)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	var exitErr *exec.ExitError
-	switch {
-	case errors.As(err, &exitErr):
-		return stdout.String(), stderr.String(), exitErr.ExitCode()
-	case err != nil:
-		t.Fatalf("run %s: %v", name, err)
-	}
-	return stdout.String(), stderr.String(), 0
 }
 
 func copyDir(t *testing.T, from, to string) {
@@ -111,7 +92,7 @@ replicas:
 	}
 
 	write(t, filepath.Join(overlay, "pins.yaml"), pins("4"))
-	out, stderr, code := run(t, nil, bins["kustomize"], "build", "--enable-alpha-plugins", "--enable-exec", overlay)
+	out, stderr, code := run.Command(t, nil, bins["kustomize"], "build", "--enable-alpha-plugins", "--enable-exec", overlay)
 	if code != 0 {
 		t.Fatalf("kustomize build exited %d:\n%s", code, stderr)
 	}
@@ -131,7 +112,7 @@ replicas:
 
 	// A bad config fails the build with the function's message.
 	write(t, filepath.Join(overlay, "pins.yaml"), pins("-4"))
-	out, stderr, code = run(t, nil, bins["kustomize"], "build", "--enable-alpha-plugins", "--enable-exec", overlay)
+	out, stderr, code = run.Command(t, nil, bins["kustomize"], "build", "--enable-alpha-plugins", "--enable-exec", overlay)
 	if code == 0 {
 		t.Fatalf("kustomize build accepted a negative count:\n%s", out)
 	}
@@ -169,7 +150,7 @@ func TestKptExecProtocol(t *testing.T) {
 	if n := strings.Count(got.Results.MustString(), "severity: info"); n != 3 {
 		t.Errorf("want 3 info results (two images, one size), got %d:\n%s", n, got.Results.MustString())
 	}
-	rendered := mustRead(t, filepath.Join(pkg, "memcached.yaml"))
+	rendered := run.ReadFile(t, filepath.Join(pkg, "memcached.yaml"))
 	for _, want := range []string{
 		"# The session cache of the web tier.",
 		"name: sessions # referenced by the web Deployment",
@@ -185,7 +166,7 @@ func TestKptExecProtocol(t *testing.T) {
 	if strings.Contains(rendered, "config.kubernetes.io") {
 		t.Errorf("kpt's annotations leaked into the file:\n%s", rendered)
 	}
-	if kptfile := mustRead(t, filepath.Join(pkg, "Kptfile")); kptfile != mustRead(t, filepath.Join("testdata", "kpt-package", "Kptfile")) {
+	if kptfile := run.ReadFile(t, filepath.Join(pkg, "Kptfile")); kptfile != run.ReadFile(t, filepath.Join("testdata", "kpt-package", "Kptfile")) {
 		t.Errorf("the Kptfile changed:\n%s", kptfile)
 	}
 
@@ -195,7 +176,7 @@ func TestKptExecProtocol(t *testing.T) {
 	}
 
 	// An invalid config: exit 1, error results, no items, files untouched.
-	write(t, config, strings.Replace(mustRead(t, config), "count: 3", "count: -3", 1))
+	write(t, config, strings.Replace(run.ReadFile(t, config), "count: 3", "count: -3", 1))
 	failed := render()
 	if failed.ExitCode != 1 {
 		t.Errorf("exit code %d for an invalid config, want 1", failed.ExitCode)
@@ -206,7 +187,7 @@ func TestKptExecProtocol(t *testing.T) {
 	if failed.Results == nil || !strings.Contains(failed.Results.MustString(), "replicas[0].count: -3 is negative") {
 		t.Errorf("results do not explain the failure:\n%v", failed.Results)
 	}
-	if after := mustRead(t, filepath.Join(pkg, "memcached.yaml")); after != rendered {
+	if after := run.ReadFile(t, filepath.Join(pkg, "memcached.yaml")); after != rendered {
 		t.Errorf("a failed run changed the package:\n%s", after)
 	}
 }
@@ -218,7 +199,7 @@ func TestStandaloneBinary(t *testing.T) {
 	config := filepath.Join("testdata", "kpt-package", "pins.yaml")
 	resources := filepath.Join("testdata", "base", "memcached.yaml")
 
-	out, stderr, code := run(t, nil, bin, config, resources)
+	out, stderr, code := run.Command(t, nil, bin, config, resources)
 	if code != 0 || !strings.Contains(out, "size: 3") || !strings.Contains(out, "image: memcached:1.6.39-alpine") {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
 	}
@@ -226,14 +207,14 @@ func TestStandaloneBinary(t *testing.T) {
 		t.Errorf("standalone runs report their changes on stderr, got %q", stderr)
 	}
 
-	out, _, code = run(t, []byte(mustRead(t, resources)), bin, config)
+	out, _, code = run.Command(t, []byte(run.ReadFile(t, resources)), bin, config)
 	if code != 0 || !strings.Contains(out, "size: 3") {
 		t.Errorf("CONFIG with resources on stdin: exit %d\n%s", code, out)
 	}
 
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
-	write(t, bad, strings.Replace(mustRead(t, config), "newTag: 1.6.39-alpine", "newTag: '1.6 39'", 1))
-	out, stderr, code = run(t, nil, bin, bad, resources)
+	write(t, bad, strings.Replace(run.ReadFile(t, config), "newTag: 1.6.39-alpine", "newTag: '1.6 39'", 1))
+	out, stderr, code = run.Command(t, nil, bin, bad, resources)
 	if code != 1 || out != "" {
 		t.Errorf("invalid config: exit %d, stdout %q", code, out)
 	}
@@ -252,7 +233,7 @@ func TestContainerImageRecipe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recipe := mustRead(t, dockerfile)
+	recipe := run.ReadFile(t, dockerfile)
 	for _, want := range []string{
 		"CGO_ENABLED=0 go build -trimpath",
 		"FROM gcr.io/distroless/static-debian12:nonroot",
@@ -297,13 +278,4 @@ items:
 	if !strings.Contains(string(out), "memcached:1.6.39") {
 		t.Errorf("output:\n%s", out)
 	}
-}
-
-func mustRead(t *testing.T, path string) string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }
