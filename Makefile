@@ -64,6 +64,20 @@ build: ## Build bin/manager and bin/set-image-replicas (static, as in their imag
 	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o $(BIN)/manager ./operator/cmd
 	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $(BIN)/set-image-replicas ./krm-functions/set-image-replicas
 
+##@ Run
+
+.PHONY: run
+run: tools build ## Run the operator on a local cluster (CLUSTER=current: yours) with the tutorial's Memcached.
+	@scripts/run.sh
+
+.PHONY: cluster-up
+cluster-up: tools ## Create or reuse the local cluster (.work/kubeconfig; NODES=3).
+	@scripts/cluster.sh up
+
+.PHONY: cluster-down
+cluster-down: tools ## Delete the local cluster and its files.
+	@scripts/cluster.sh down
+
 ##@ Deployment (to the cluster of $KUBECONFIG or the current context)
 
 .PHONY: install
@@ -106,5 +120,9 @@ promote: tools build ## Copy the image pins of FROM into TO and render them: mak
 ##@ Test
 
 .PHONY: test
-test: tools build lint ## Everything CI runs: lint, unit and envtest suites, generated-file check.
-	go test -count=1 $(GO_PACKAGES)
+test: tools build lint ## Everything CI runs: lint, unit, golden and envtest suites, deployment proofs, e2e.
+	go test -count=1 -timeout 30m $(GO_PACKAGES)
+
+.PHONY: e2e
+e2e: tools build ## End-to-end on local kwok clusters, one per environment (also part of make test).
+	go test -count=1 -timeout 20m -v -run 'TestE2E|TestMakeRun' ./test/e2e/

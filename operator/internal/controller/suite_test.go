@@ -66,6 +66,7 @@ func runSuite(m *testing.M) int {
 	cfg, err := env.Start()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "start envtest from %s: %v\n", assets, err)
+		_ = env.Stop() // a CRD that fails to install leaves the control plane running
 		return 1
 	}
 	defer func() {

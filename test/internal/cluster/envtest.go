@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -23,9 +24,16 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/example/memcached-operator/test/internal/repo"
 )
+
+func init() {
+	// The tests talk to clusters through controller-runtime clients; their
+	// own assertions carry the story, so the client logs are dropped.
+	ctrllog.SetLogger(logr.Discard())
+}
 
 // Envtest is a running kube-apiserver and etcd with an admin kubeconfig.
 type Envtest struct {
@@ -61,6 +69,7 @@ func StartEnvtest(t testing.TB) *Envtest {
 	env := &envtest.Environment{BinaryAssetsDirectory: dir}
 	cfg, err := env.Start()
 	if err != nil {
+		_ = env.Stop() // a failed start can leave etcd or the apiserver running
 		t.Fatalf("start envtest from %s: %v", dir, err)
 	}
 	t.Cleanup(func() {

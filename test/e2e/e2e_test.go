@@ -1,0 +1,272 @@
+// Package e2e runs the operator end to end on local kwok clusters (real
+// kube-apiserver, etcd, controller-manager and scheduler; fake nodes), one
+// fresh cluster per environment: the whole rendered overlay is applied, the
+// manager runs out of cluster as the overlay's ServiceAccount, and the
+// tutorial's Memcached goes through create, scale, image change, pause and
+// delete with every status read from real Deployments, ReplicaSets and Pods.
+//
+//	make e2e
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/example/memcached-operator/test/internal/cluster"
+	"github.com/example/memcached-operator/test/internal/repo"
+	"github.com/example/memcached-operator/test/internal/run"
+)
+
+const (
+	operatorNamespace = "memcached-operator-system"
+	serviceAccount    = "memcached-operator-controller-manager"
+	waitFor           = 60 * time.Second
+)
+
+// want describes what each environment's overlay must bring up.
+var environments = []struct {
+	env             string
+	managerReplicas int
+	cacheSize       int
+}{
+	{"dev", 1, 1},
+	{"staging", 2, 2},
+	{"prod", 2, 3},
+}
+
+func TestE2E(t *testing.T) {
+	bins, err := repo.Bin("kubectl", "kustomize", "manager", "kwokctl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	suiteStart := time.Now()
+	for _, e := range environments {
+		t.Run(e.env, func(t *testing.T) {
+			k := cluster.StartLocal(t, "e2e-"+e.env, 3)
+			k.DumpOnFailure(t)
+			t.Logf("%s: cluster up in %v", e.env, k.Started.Round(time.Millisecond))
+			c := newClient(t, k.Kubeconfig)
+			kubectl := func(stdin []byte, args ...string) string {
+				t.Helper()
+				return cluster.Run(t, k.Kubeconfig, stdin, bins["kubectl"], args...)
+			}
+
+			// The whole overlay, operator included.
+			stdout, stderr, code := run.Command(t, nil, bins["kustomize"], "build", filepath.Join(root(t), "overlays", e.env))
+			if code != 0 {
+				t.Fatalf("kustomize build: %s", stderr)
+			}
+			kubectl(nil, "apply", "--server-side", "-k", "deploy/install")
+			if out := kubectl([]byte(stdout), "apply", "--server-side", "-f", "-"); strings.Contains(out, "Warning") {
+				t.Errorf("apply warned:\n%s", out)
+			}
+
+			// The manager's own pods are scheduled and Running on fake
+			// nodes, with the image the overlay pins.
+			pinned := managerImage(t, c)
+			waitPods(t, c, operatorNamespace, "control-plane=controller-manager", e.managerReplicas, pinned)
+
+			// Fake nodes run no containers: the manager runs here, as the
+			// overlay's ServiceAccount.
+			cluster.StartManager(t, cluster.ImpersonatingKubeconfig(t, k.Kubeconfig, operatorNamespace, serviceAccount),
+				"--leader-elect", "--leader-election-namespace="+operatorNamespace, "--metrics-bind-address=0")
+
+			// The environment's own cache.
+			waitReady(t, c, "cache", "app-cache", e.cacheSize)
+
+			// The tutorial's Memcached, verbatim.
+			start := time.Now()
+			kubectl(nil, "apply", "--server-side", "-f", "deploy/samples/memcached-sample.yaml")
+			waitReady(t, c, "default", "memcached-sample", 3)
+			t.Logf("%s: seed Memcached 3/3 Ready %v after apply", e.env, time.Since(start).Round(time.Millisecond))
+			waitPods(t, c, "default", "app.kubernetes.io/instance=memcached-sample", 3, "memcached:1.6.39-alpine")
+
+			kubectl(nil, "scale", "memcached/memcached-sample", "--replicas=5")
+			waitReady(t, c, "default", "memcached-sample", 5)
+
+			kubectl(nil, "patch", "memcached/memcached-sample", "--type=merge", "-p", `{"spec":{"image":"memcached:1.6.38-alpine"}}`)
+			waitReady(t, c, "default", "memcached-sample", 5)
+			waitPods(t, c, "default", "app.kubernetes.io/instance=memcached-sample", 5, "memcached:1.6.38-alpine")
+
+			// Paused: a manual change stays; resumed: it is undone.
+			kubectl(nil, "patch", "memcached/memcached-sample", "--type=merge", "-p", `{"spec":{"paused":true}}`)
+			waitCondition(t, c, "default", "memcached-sample", "Progressing", "Paused")
+			kubectl(nil, "scale", "deployment/memcached-sample", "--replicas=2")
+			waitPods(t, c, "default", "app.kubernetes.io/instance=memcached-sample", 2, "")
+			time.Sleep(2 * time.Second)
+			if d := deployment(t, c, "default", "memcached-sample"); *d.Spec.Replicas != 2 {
+				t.Errorf("a paused Memcached changed its Deployment to %d replicas", *d.Spec.Replicas)
+			}
+			kubectl(nil, "patch", "memcached/memcached-sample", "--type=merge", "-p", `{"spec":{"paused":false}}`)
+			waitReady(t, c, "default", "memcached-sample", 5)
+
+			kubectl(nil, "delete", "memcached/memcached-sample", "--wait", "--timeout=60s")
+			cluster.Eventually(t, waitFor, "the owned objects to go", func() error {
+				for _, obj := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &policyv1.PodDisruptionBudget{}} {
+					if err := c.Get(context.Background(), types.NamespacedName{Namespace: "default", Name: "memcached-sample"}, obj); !apierrors.IsNotFound(err) {
+						return fmt.Errorf("%T still there: %w", obj, err)
+					}
+				}
+				return nil
+			})
+			waitPods(t, c, "default", "app.kubernetes.io/instance=memcached-sample", 0, "")
+		})
+	}
+	t.Logf("e2e of %d environments in %v", len(environments), time.Since(suiteStart).Round(time.Second))
+}
+
+func root(t *testing.T) string {
+	t.Helper()
+	r, err := repo.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func newClient(t *testing.T, kubeconfig string) client.Client {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: cluster.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func deployment(t *testing.T, c client.Client, namespace, name string) *appsv1.Deployment {
+	t.Helper()
+	d := &appsv1.Deployment{}
+	if err := c.Get(context.Background(), types.NamespacedName{Namespace: namespace, Name: name}, d); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func managerImage(t *testing.T, c client.Client) string {
+	t.Helper()
+	return deployment(t, c, operatorNamespace, serviceAccount).Spec.Template.Spec.Containers[0].Image
+}
+
+// waitPods waits until exactly n pods match the selector, all Running and
+// Ready on a node, with image (when given) in their first container.
+func waitPods(t *testing.T, c client.Client, namespace, selector string, n int, image string) {
+	t.Helper()
+	sel, err := labelSelector(selector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster.Eventually(t, waitFor, fmt.Sprintf("%d pods %s in %s", n, selector, namespace), func() error {
+		pods := &corev1.PodList{}
+		if err := c.List(context.Background(), pods, client.InNamespace(namespace), sel); err != nil {
+			return err
+		}
+		var live []corev1.Pod
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp == nil {
+				live = append(live, p)
+			}
+		}
+		if len(live) != n {
+			return fmt.Errorf("%d pods", len(live))
+		}
+		for _, p := range live {
+			if p.Status.Phase != corev1.PodRunning || p.Spec.NodeName == "" || !podReady(p) {
+				return fmt.Errorf("pod %s is %s on %q", p.Name, p.Status.Phase, p.Spec.NodeName)
+			}
+			if image != "" && p.Spec.Containers[0].Image != image {
+				return fmt.Errorf("pod %s runs %s", p.Name, p.Spec.Containers[0].Image)
+			}
+		}
+		return nil
+	})
+}
+
+func podReady(p corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func labelSelector(s string) (client.MatchingLabels, error) {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok {
+		return nil, fmt.Errorf("selector %q: want key=value", s)
+	}
+	return client.MatchingLabels{k: v}, nil
+}
+
+func memcached(t *testing.T, c client.Client, namespace, name string) (*unstructured.Unstructured, error) {
+	t.Helper()
+	mc := &unstructured.Unstructured{}
+	mc.SetAPIVersion("cache.example.com/v1alpha1")
+	mc.SetKind("Memcached")
+	err := c.Get(context.Background(), types.NamespacedName{Namespace: namespace, Name: name}, mc)
+	return mc, err
+}
+
+// waitReady waits for the Memcached's own status to say size/size Ready for
+// its current generation.
+func waitReady(t *testing.T, c client.Client, namespace, name string, size int) {
+	t.Helper()
+	cluster.Eventually(t, waitFor, fmt.Sprintf("Memcached %s/%s %d/%d Ready", namespace, name, size, size), func() error {
+		mc, err := memcached(t, c, namespace, name)
+		if err != nil {
+			return err
+		}
+		ready, _, _ := unstructured.NestedInt64(mc.Object, "status", "readyReplicas")
+		if int(ready) != size {
+			return fmt.Errorf("readyReplicas %d", ready)
+		}
+		return conditionIs(mc, "Ready", "True", "")
+	})
+}
+
+func waitCondition(t *testing.T, c client.Client, namespace, name, condType, reason string) {
+	t.Helper()
+	cluster.Eventually(t, waitFor, fmt.Sprintf("%s/%s %s %s", namespace, name, condType, reason), func() error {
+		mc, err := memcached(t, c, namespace, name)
+		if err != nil {
+			return err
+		}
+		return conditionIs(mc, condType, "", reason)
+	})
+}
+
+func conditionIs(mc *unstructured.Unstructured, condType, status, reason string) error {
+	gen, _, _ := unstructured.NestedInt64(mc.Object, "status", "observedGeneration")
+	if gen != mc.GetGeneration() {
+		return fmt.Errorf("observedGeneration %d of %d", gen, mc.GetGeneration())
+	}
+	conditions, _, _ := unstructured.NestedSlice(mc.Object, "status", "conditions")
+	for _, raw := range conditions {
+		cond, _ := raw.(map[string]any)
+		if cond["type"] != condType {
+			continue
+		}
+		if (status == "" || cond["status"] == status) && (reason == "" || cond["reason"] == reason) {
+			return nil
+		}
+		return fmt.Errorf("%s=%v %v: %v", condType, cond["status"], cond["reason"], cond["message"])
+	}
+	return fmt.Errorf("no %s condition", condType)
+}

@@ -1,0 +1,266 @@
+package e2e
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/example/memcached-operator/test/internal/run"
+)
+
+// makeRun is `make run` as a newcomer starts it: in its own process group
+// (the terminal's), so Ctrl-C reaches make and the manager alike.
+type makeRun struct {
+	cmd  *exec.Cmd
+	mu   sync.Mutex
+	out  strings.Builder
+	seen chan string // every output line
+	done chan error
+}
+
+func startMakeRun(t *testing.T, env []string, args ...string) *makeRun {
+	t.Helper()
+	m := &makeRun{seen: make(chan string, 1000), done: make(chan error, 1)}
+	m.cmd = exec.Command("make", append([]string{"--no-print-directory", "-C", root(t), "run"}, args...)...)
+	m.cmd.Env = append(cleanEnv(), env...)
+	m.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	pr, pw := io.Pipe()
+	m.cmd.Stdout, m.cmd.Stderr = pw, pw
+	if err := m.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			m.mu.Lock()
+			m.out.WriteString(sc.Text() + "\n")
+			m.mu.Unlock()
+			select {
+			case m.seen <- sc.Text():
+			default:
+			}
+		}
+	}()
+	go func() { err := m.cmd.Wait(); _ = pw.Close(); m.done <- err }()
+	t.Cleanup(func() {
+		if m.cmd.ProcessState == nil {
+			_ = syscall.Kill(-m.cmd.Process.Pid, syscall.SIGKILL)
+			if err := <-m.done; err != nil {
+				t.Logf("make run killed at cleanup: %v", err)
+			}
+		}
+		if t.Failed() {
+			t.Logf("make run output:\n%s", m.output())
+		}
+	})
+	return m
+}
+
+func (m *makeRun) output() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.out.String()
+}
+
+// waitFor waits for a line containing s, failing if make exits first.
+func (m *makeRun) waitFor(t *testing.T, s string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		select {
+		case line := <-m.seen:
+			if strings.Contains(line, s) {
+				return
+			}
+		case err := <-m.done:
+			m.done <- err
+			t.Fatalf("make run exited (%v) before printing %q", err, s)
+		case <-deadline:
+			t.Fatalf("make run did not print %q within %v", s, timeout)
+		}
+	}
+}
+
+// interrupt is Ctrl-C: SIGINT to the whole process group. make itself
+// then exits by the signal, as it does in a terminal ("Interrupt"); what
+// matters is that the manager stopped cleanly, which the caller checks.
+func (m *makeRun) interrupt(t *testing.T) error {
+	t.Helper()
+	if err := syscall.Kill(-m.cmd.Process.Pid, syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-m.done:
+		var exit *exec.ExitError
+		if errors.As(err, &exit) && exit.Sys().(syscall.WaitStatus).Signal() == syscall.SIGINT {
+			return nil
+		}
+		return err
+	case <-time.After(30 * time.Second):
+		t.Fatal("make run did not stop within 30s of Ctrl-C")
+		return nil
+	}
+}
+
+// `make run` on a machine with no cluster: it creates one, installs the
+// operator, applies the tutorial's Memcached, runs the manager in the
+// foreground and reports 3/3 Ready; Ctrl-C stops it cleanly; a second
+// `make run` reuses the cluster; `make cluster-down` removes it.
+func TestMakeRun(t *testing.T) {
+	work := t.TempDir()
+	env := []string{
+		"CLUSTER_NAME=e2e-run",
+		"KWOK_WORKDIR=" + filepath.Join(work, "kwok"),
+		"CLUSTER_KUBECONFIG=" + filepath.Join(work, "kubeconfig"),
+		"METRICS_ADDR=127.0.0.1:" + freePort(t),
+		"PROBE_ADDR=127.0.0.1:" + freePort(t),
+	}
+	t.Cleanup(func() { makeTarget(t, env, "cluster-down") })
+
+	first := startMakeRun(t, env)
+	first.waitFor(t, "created cluster 'e2e-run'", 120*time.Second)
+	first.waitFor(t, "memcached-sample is 3/3 Ready", 120*time.Second)
+	first.waitFor(t, "bin/kubectl scale memcached/memcached-sample --replicas=5", 10*time.Second)
+	if err := first.interrupt(t); err != nil {
+		t.Errorf("make run after Ctrl-C: %v (want a clean exit)", err)
+	}
+	if out := first.output(); !strings.Contains(out, "Wait completed, proceeding to shutdown the manager") || strings.Contains(out, "manager exited") {
+		t.Errorf("the manager did not shut down cleanly")
+	}
+
+	second := startMakeRun(t, env)
+	second.waitFor(t, "reusing cluster 'e2e-run'", 60*time.Second)
+	second.waitFor(t, "memcached-sample is 3/3 Ready", 60*time.Second)
+	if err := second.interrupt(t); err != nil {
+		t.Errorf("second make run after Ctrl-C: %v", err)
+	}
+
+	// CLUSTER=current uses whatever $KUBECONFIG points at.
+	current := startMakeRun(t, append(env, "KUBECONFIG="+filepath.Join(work, "kubeconfig")), "CLUSTER=current")
+	current.waitFor(t, "using the current cluster", 60*time.Second)
+	current.waitFor(t, "memcached-sample is 3/3 Ready", 60*time.Second)
+	if err := current.interrupt(t); err != nil {
+		t.Errorf("make run CLUSTER=current after Ctrl-C: %v", err)
+	}
+	if strings.Contains(current.output(), "creating cluster") || strings.Contains(current.output(), "reusing cluster") {
+		t.Errorf("CLUSTER=current touched the local cluster:\n%s", current.output())
+	}
+
+	out := makeTarget(t, env, "cluster-down")
+	if !strings.Contains(out, "deleted cluster 'e2e-run'") {
+		t.Errorf("make cluster-down: %s", out)
+	}
+	if _, err := os.Stat(filepath.Join(work, "kwok", "clusters", "e2e-run")); !os.IsNotExist(err) {
+		t.Errorf("make cluster-down left the cluster directory: %v", err)
+	}
+}
+
+// The errors a newcomer hits come with the fix.
+func TestMakeRunErrors(t *testing.T) {
+	t.Run("port in use", func(t *testing.T) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = l.Close() }()
+		port := fmt.Sprint(l.Addr().(*net.TCPAddr).Port)
+		m := startMakeRun(t, []string{"METRICS_ADDR=127.0.0.1:" + port, "CLUSTER_NAME=never-created"})
+		if err := <-m.done; err == nil {
+			t.Fatal("make run started with its metrics port taken")
+		}
+		if out := m.output(); !strings.Contains(out, "port "+port+" is in use") || !strings.Contains(out, "METRICS_ADDR=") {
+			t.Errorf("no clear message for a taken port:\n%s", out)
+		}
+	})
+
+	t.Run("binaries missing", func(t *testing.T) {
+		dir := t.TempDir()
+		if err := os.CopyFS(filepath.Join(dir, "scripts"), os.DirFS(filepath.Join(root(t), "scripts"))); err != nil {
+			t.Fatal(err)
+		}
+		for _, script := range []string{"run.sh", "cluster.sh"} {
+			if err := os.Chmod(filepath.Join(dir, "scripts", script), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		out, errOut, code := run.Command(t, nil, filepath.Join(dir, "scripts", "run.sh"))
+		if code == 0 || !strings.Contains(out+errOut, "run 'make tools build'") {
+			t.Errorf("run.sh without binaries: exit %d\n%s%s", code, out, errOut)
+		}
+		out, errOut, code = run.Command(t, nil, filepath.Join(dir, "scripts", "cluster.sh"), "up")
+		if code == 0 || !strings.Contains(out+errOut, "run 'make tools'") {
+			t.Errorf("cluster.sh without binaries: exit %d\n%s%s", code, out, errOut)
+		}
+	})
+
+	t.Run("kwokctl fails", func(t *testing.T) {
+		work := t.TempDir()
+		env := []string{"CLUSTER_NAME=broken", "KWOK_WORKDIR=" + work, "CLUSTER_KUBECONFIG=" + filepath.Join(work, "kubeconfig"),
+			"KWOK_ARGS=--no-such-flag"}
+		out, code := clusterScript(t, env, "up")
+		t.Cleanup(func() { clusterScript(t, env, "down") })
+		if code == 0 {
+			t.Fatalf("cluster.sh up succeeded although kwokctl failed:\n%s", out)
+		}
+		if !strings.Contains(out, "kwokctl create cluster failed") || !strings.Contains(out, filepath.Join(work, "kwokctl-broken.log")) {
+			t.Errorf("the failure does not point at kwokctl's log:\n%s", out)
+		}
+	})
+}
+
+func clusterScript(t *testing.T, env []string, args ...string) (string, int) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(root(t), "scripts", "cluster.sh"), args...)
+	cmd.Env = append(cleanEnv(), env...)
+	out, err := cmd.CombinedOutput()
+	code := 0
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		code = exit.ExitCode()
+	}
+	return string(out), code
+}
+
+func makeTarget(t *testing.T, env []string, target string) string {
+	t.Helper()
+	cmd := exec.Command("make", "--no-print-directory", "-C", root(t), target)
+	cmd.Env = append(cleanEnv(), env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Errorf("make %s: %v\n%s", target, err, out)
+	}
+	return string(out)
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	return fmt.Sprint(l.Addr().(*net.TCPAddr).Port)
+}
+
+// cleanEnv is the environment of a user's shell: no outer make, no kubeconfig.
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		switch k, _, _ := strings.Cut(kv, "="); k {
+		case "MAKEFLAGS", "MAKELEVEL", "MFLAGS", "MAKEOVERRIDES", "KUBECONFIG":
+		default:
+			env = append(env, kv)
+		}
+	}
+	return env
+}

@@ -1,0 +1,123 @@
+package cluster
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/example/memcached-operator/test/internal/repo"
+	"github.com/example/memcached-operator/test/internal/run"
+)
+
+// Local is a kwok cluster made by scripts/cluster.sh, the same script
+// `make run` uses: a real kube-apiserver, etcd, controller-manager and
+// scheduler from bin/, with fake nodes on which pods go Running.
+type Local struct {
+	Name       string
+	Kubeconfig string
+	Workdir    string
+	// Started is how long creating the cluster and its nodes took.
+	Started time.Duration
+}
+
+// StartLocal creates a cluster with the given number of fake nodes and
+// deletes it when the test ends, failed or not, checking that none of its
+// processes survive.
+func StartLocal(t testing.TB, name string, nodes int, kwokArgs ...string) *Local {
+	t.Helper()
+	root, err := repo.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	l := &Local{Name: name, Kubeconfig: filepath.Join(dir, "kubeconfig"), Workdir: filepath.Join(dir, "kwok")}
+	script := filepath.Join(root, "scripts", "cluster.sh")
+	env := append(os.Environ(),
+		"CLUSTER_NAME="+name, "KWOK_WORKDIR="+l.Workdir, "CLUSTER_KUBECONFIG="+l.Kubeconfig,
+		"NODES="+strconv.Itoa(nodes), "KWOK_ARGS="+strings.Join(kwokArgs, " "))
+
+	start := time.Now()
+	up := exec.Command(script, "up")
+	up.Env = env
+	if out, err := up.CombinedOutput(); err != nil {
+		l.down(t, script, env)
+		t.Fatalf("scripts/cluster.sh up: %v\n%s", err, out)
+	}
+	l.Started = time.Since(start)
+	t.Cleanup(func() { l.down(t, script, env) })
+	return l
+}
+
+func (l *Local) down(t testing.TB, script string, env []string) {
+	pids := l.pids()
+	down := exec.Command(script, "down")
+	down.Env = env
+	if out, err := down.CombinedOutput(); err != nil {
+		t.Errorf("scripts/cluster.sh down: %v\n%s", err, out)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for _, pid := range pids {
+		for syscall.Kill(pid, 0) == nil {
+			if time.Now().After(deadline) {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+				t.Errorf("process %d of cluster %s survived its deletion", pid, l.Name)
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+// pids are the cluster's component processes, from kwokctl's pid files.
+func (l *Local) pids() []int {
+	files, _ := filepath.Glob(filepath.Join(l.Workdir, "clusters", l.Name, "pids", "*.pid"))
+	var out []int
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// DumpOnFailure prints what a person debugging a failed run would look at:
+// objects, events, and the tail of every component log.
+func (l *Local) DumpOnFailure(t testing.TB) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		kubectl, err := repo.Bin("kubectl")
+		if err != nil {
+			return
+		}
+		for _, args := range [][]string{
+			{"get", "nodes,all,memcached,pdb", "-A", "-o", "wide"},
+			{"get", "events", "-A", "--sort-by=.lastTimestamp"},
+		} {
+			out, _ := TryRun(l.Kubeconfig, nil, kubectl["kubectl"], args...)
+			t.Logf("kubectl %s:\n%s", strings.Join(args, " "), out)
+		}
+		logs, _ := filepath.Glob(filepath.Join(l.Workdir, "clusters", l.Name, "logs", "*.log"))
+		for _, f := range logs {
+			lines := strings.Split(strings.TrimSpace(run.ReadFile(t, f)), "\n")
+			if len(lines) > 20 {
+				lines = lines[len(lines)-20:]
+			}
+			t.Logf("%s (last lines):\n%s", filepath.Base(f), strings.Join(lines, "\n"))
+		}
+	})
+}
+
+// String is for logs.
+func (l *Local) String() string { return fmt.Sprintf("cluster %s (%s)", l.Name, l.Kubeconfig) }
