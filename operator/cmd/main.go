@@ -48,6 +48,7 @@ type options struct {
 	secureMetrics           bool
 	enableHTTP2             bool
 	probeAddr               string
+	pprofAddr               string
 	leaderElect             bool
 	leaderElectionNamespace string
 	maxConcurrentReconciles int
@@ -82,21 +83,22 @@ func parseFlags(fs *flag.FlagSet, args []string) *options {
 	fs.BoolVar(&o.enableHTTP2, "enable-http2", false,
 		"Enable HTTP/2 for the metrics server. Off by default because of the HTTP/2 Rapid Reset and Stream Cancellation CVEs.")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz probes bind to.")
+	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "", "Address to serve Go's /debug/pprof on, for profiling; empty (the default) disables it.")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false,
 		"Elect a leader through a Lease, so that only one of several manager replicas reconciles at a time.")
 	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "",
 		"Namespace of the leader election Lease. Defaults to the pod's namespace; required out of cluster with --leader-elect.")
-	fs.IntVar(&o.maxConcurrentReconciles, "max-concurrent-reconciles", 4,
-		"Number of Memcacheds reconciled in parallel.")
+	fs.IntVar(&o.maxConcurrentReconciles, "max-concurrent-reconciles", 16,
+		"Number of Memcacheds reconciled in parallel. Reconciles mostly wait on the apiserver; docs/benchmarks.md measures the default.")
 	fs.StringVar(&o.watchNamespaces, "watch-namespaces", os.Getenv("WATCH_NAMESPACES"),
 		"Comma-separated namespaces to watch (env WATCH_NAMESPACES). Empty watches all namespaces.")
 	fs.StringVar(&o.memcachedImage, "memcached-image", envOr("MEMCACHED_IMAGE", defaultMemcachedImage),
 		"Image for Memcacheds that do not set spec.image (env MEMCACHED_IMAGE).")
 	fs.StringVar(&o.exporterImage, "exporter-image", envOr("EXPORTER_IMAGE", defaultExporterImage),
 		"Image of the memcached_exporter sidecar when spec.monitoring.exporter.image is empty (env EXPORTER_IMAGE).")
-	fs.Float64Var(&o.kubeAPIQPS, "kube-api-qps", 100,
-		"Client-side limit of requests per second to the apiserver. The apiserver's own priority and fairness still applies.")
-	fs.IntVar(&o.kubeAPIBurst, "kube-api-burst", 200, "Client-side burst of requests to the apiserver.")
+	fs.Float64Var(&o.kubeAPIQPS, "kube-api-qps", 0,
+		"Client-side limit of requests per second to the apiserver. 0 keeps controller-runtime's default: no client-side limit, leaving throttling to the apiserver's API Priority and Fairness, which protects it from every client at once.")
+	fs.IntVar(&o.kubeAPIBurst, "kube-api-burst", 0, "Client-side burst of requests to the apiserver, with a positive --kube-api-qps.")
 	fs.BoolVar(&o.showVersion, "version", false, "Print the version and exit.")
 	o.zap = zap.Options{Development: false}
 	o.zap.BindFlags(fs)
@@ -115,8 +117,9 @@ func run(o *options) error {
 	if err != nil {
 		return fmt.Errorf("load kubeconfig: %w (set --kubeconfig or KUBECONFIG, or run in a pod)", err)
 	}
-	cfg.QPS = float32(o.kubeAPIQPS)
-	cfg.Burst = o.kubeAPIBurst
+	if o.kubeAPIQPS != 0 {
+		cfg.QPS, cfg.Burst = float32(o.kubeAPIQPS), o.kubeAPIBurst
+	}
 	cfg.UserAgent = "memcached-operator/" + buildVersion()
 
 	var tlsOpts []func(*tls.Config)
@@ -136,6 +139,7 @@ func run(o *options) error {
 		Scheme:                        scheme,
 		Metrics:                       metricsOpts,
 		HealthProbeBindAddress:        o.probeAddr,
+		PprofBindAddress:              o.pprofAddr,
 		LeaderElection:                o.leaderElect,
 		LeaderElectionID:              "memcached-operator.cache.example.com",
 		LeaderElectionNamespace:       o.leaderElectionNamespace,

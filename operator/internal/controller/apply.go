@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -51,30 +50,19 @@ func (r *MemcachedReconciler) applyIfChanged(ctx context.Context, desired runtim
 // isSubsetOf reports whether every field set in want has the same value in
 // have. Lists must have the same length and match element by element: owned
 // lists (containers, ports, owner references) are applied in full, so a length
-// difference is drift.
+// difference is drift. Both sides go through the unstructured converter, so
+// numbers are int64 on both and quantities their canonical strings, without
+// rendering JSON text on every steady-state reconcile.
 func isSubsetOf(want, have any) (bool, error) {
-	w, err := toJSONValue(want)
+	w, err := runtime.DefaultUnstructuredConverter.ToUnstructured(want)
 	if err != nil {
 		return false, err
 	}
-	h, err := toJSONValue(have)
+	h, err := runtime.DefaultUnstructuredConverter.ToUnstructured(have)
 	if err != nil {
 		return false, err
 	}
 	return subset(w, h), nil
-}
-
-func toJSONValue(v any) (any, error) {
-	raw, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	// Numbers stay as written (json.Number), so 3 and 3.0 never compare equal
-	// by accident and int64 values keep full precision.
-	dec.UseNumber()
-	var out any
-	return out, dec.Decode(&out)
 }
 
 func subset(want, have any) bool {

@@ -1,9 +1,18 @@
 package controller
 
 import (
+	"encoding/json"
 	"testing"
 
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	cachev1alpha1 "github.com/example/memcached-operator/operator/api/v1alpha1"
+	"github.com/example/memcached-operator/operator/internal/resources"
 )
 
 func TestSubset(t *testing.T) {
@@ -26,16 +35,33 @@ func TestSubset(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			w, err := toJSONValue(rawJSON(tt.want))
-			g.Expect(err).NotTo(HaveOccurred())
-			h, err := toJSONValue(rawJSON(tt.have))
-			g.Expect(err).NotTo(HaveOccurred())
+			var w, h map[string]any
+			g.Expect(json.Unmarshal([]byte(tt.want), &w)).To(Succeed())
+			g.Expect(json.Unmarshal([]byte(tt.have), &h)).To(Succeed())
 			g.Expect(subset(w, h)).To(Equal(tt.subset))
 		})
 	}
 }
 
-// rawJSON marshals as itself.
-type rawJSON string
+// Typed objects and their apply configurations compare equal through the
+// unstructured converter, quantities and int-or-strings included.
+func TestIsSubsetOfTypedAndApplyConfiguration(t *testing.T) {
+	g := NewWithT(t)
+	mc := &cachev1alpha1.Memcached{ObjectMeta: metav1.ObjectMeta{Name: "m", Namespace: "ns", UID: "u"}, Spec: cachev1alpha1.MemcachedSpec{Size: ptr.To[int32](3)}}
+	desired := resources.Deployment(mc, resources.Options{MemcachedImage: "memcached:1"})
+	live := &appsv1.Deployment{}
+	raw, err := json.Marshal(desired)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(json.Unmarshal(raw, live)).To(Succeed())
+	// What the apiserver adds does not matter.
+	live.Spec.Template.Spec.Containers[0].TerminationMessagePath = "/dev/termination-log"
+	live.Spec.ProgressDeadlineSeconds = ptr.To[int32](600)
+	same, err := isSubsetOf(desired, live)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(same).To(BeTrue())
 
-func (r rawJSON) MarshalJSON() ([]byte, error) { return []byte(r), nil }
+	live.Spec.Template.Spec.Containers[0].Resources.Limits[corev1.ResourceMemory] = resource.MustParse("1Gi")
+	same, err = isSubsetOf(desired, live)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(same).To(BeFalse())
+}

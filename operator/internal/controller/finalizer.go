@@ -18,12 +18,21 @@ import (
 // ensureFinalizer adds the finalizer with a server-side apply of just
 // metadata.finalizers. metadata.finalizers is a set, so the apply adds ours
 // without touching anyone else's and cannot conflict, unlike an update or a
-// merge patch of the whole list.
-func (r *MemcachedReconciler) ensureFinalizer(ctx context.Context, mc *cachev1alpha1.Memcached) error {
+// merge patch of the whole list. before gets the same new metadata, so the
+// status patch computed from it carries status only.
+func (r *MemcachedReconciler) ensureFinalizer(ctx context.Context, before, mc *cachev1alpha1.Memcached) error {
 	if controllerutil.ContainsFinalizer(mc, cachev1alpha1.Finalizer) {
 		return nil
 	}
-	return r.applyFinalizers(ctx, mc, []string{cachev1alpha1.Finalizer})
+	applied, err := r.applyFinalizers(ctx, mc, []string{cachev1alpha1.Finalizer})
+	if err != nil || applied == nil {
+		return err
+	}
+	for _, m := range []*cachev1alpha1.Memcached{before, mc} {
+		m.SetFinalizers(applied.GetFinalizers())
+		m.SetResourceVersion(applied.GetResourceVersion())
+	}
+	return nil
 }
 
 // finalize runs once a Memcached is being deleted: it deletes the owned
@@ -65,12 +74,12 @@ func (r *MemcachedReconciler) finalize(ctx context.Context, mc *cachev1alpha1.Me
 	if len(deleted) > 0 {
 		r.event(ctx, mc, nil, corev1.EventTypeNormal, EventDeleted, "Delete", "deleted %s %s", strings.Join(deleted, ", "), mc.Name)
 	}
-	if err := r.applyFinalizers(ctx, mc, nil); err != nil {
+	applied, err := r.applyFinalizers(ctx, mc, nil)
+	if err != nil || applied == nil || !controllerutil.ContainsFinalizer(applied, cachev1alpha1.Finalizer) {
 		return err
 	}
-	if !controllerutil.ContainsFinalizer(mc, cachev1alpha1.Finalizer) {
-		return nil
-	}
+	mc.SetFinalizers(applied.GetFinalizers())
+	mc.SetResourceVersion(applied.GetResourceVersion())
 	// Another field manager also lists our finalizer (for example a manifest
 	// exported with it and re-applied), so releasing our claim left it in
 	// place. Remove it outright rather than leave the Memcached stuck.
@@ -81,8 +90,9 @@ func (r *MemcachedReconciler) finalize(ctx context.Context, mc *cachev1alpha1.Me
 
 // applyFinalizers server-side applies the operator's view of
 // metadata.finalizers: listing the finalizer claims it, an empty list
-// releases it (the apiserver removes entries no manager owns any more).
-func (r *MemcachedReconciler) applyFinalizers(ctx context.Context, mc *cachev1alpha1.Memcached, finalizers []string) error {
+// releases it (the apiserver removes entries no manager owns any more). It
+// returns the object as applied, or nil when it no longer exists.
+func (r *MemcachedReconciler) applyFinalizers(ctx context.Context, mc *cachev1alpha1.Memcached, finalizers []string) (*unstructured.Unstructured, error) {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(cachev1alpha1.GroupVersion.WithKind("Memcached"))
 	u.SetNamespace(mc.Namespace)
@@ -92,14 +102,12 @@ func (r *MemcachedReconciler) applyFinalizers(ctx context.Context, mc *cachev1al
 	u.SetUID(mc.UID)
 	u.SetFinalizers(finalizers)
 	if err := r.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-		if apierrors.IsConflict(err) && r.gone(ctx, mc) {
-			return nil // deleted meanwhile: nothing left to hold or release
+		if apierrors.IsNotFound(err) || (apierrors.IsConflict(err) && r.gone(ctx, mc)) {
+			return nil, nil // deleted meanwhile: nothing left to hold or release
 		}
-		return client.IgnoreNotFound(fmt.Errorf("apply finalizers: %w", err))
+		return nil, fmt.Errorf("apply finalizers: %w", err)
 	}
-	mc.SetFinalizers(u.GetFinalizers())
-	mc.SetResourceVersion(u.GetResourceVersion())
-	return nil
+	return u, nil
 }
 
 // gone reports whether mc no longer exists with its UID.

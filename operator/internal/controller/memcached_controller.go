@@ -11,6 +11,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -27,6 +29,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
@@ -82,9 +86,6 @@ func (r *MemcachedReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if !mc.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.finalize(ctx, mc)
 	}
-	if err := r.ensureFinalizer(ctx, mc); err != nil {
-		return ctrl.Result{}, err
-	}
 
 	before := mc.DeepCopy()
 	defer func() {
@@ -113,6 +114,9 @@ func (r *MemcachedReconciler) reconcile(ctx context.Context, before, mc *cachev1
 	}
 
 	if mc.Spec.Paused {
+		if err := r.ensureFinalizer(ctx, before, mc); err != nil {
+			return err
+		}
 		if !wasPaused(before) {
 			r.event(ctx, mc, nil, corev1.EventTypeNormal, EventPaused, "Pause", "spec.paused is true: owned objects are left as they are")
 		}
@@ -123,7 +127,7 @@ func (r *MemcachedReconciler) reconcile(ctx context.Context, before, mc *cachev1
 		r.event(ctx, mc, nil, corev1.EventTypeNormal, EventResumed, "Resume", "spec.paused is false: reconciling owned objects again")
 	}
 
-	applyErr := r.applyOwned(ctx, mc, cur)
+	applyErr := r.applyOwned(ctx, before, mc, cur)
 	summarize(mc, deploymentOrNil(cur), applyErr)
 	return applyErr
 }
@@ -161,37 +165,61 @@ func deploymentOrNil(cur *owned) *appsv1.Deployment {
 	return &cur.deployment
 }
 
-// applyOwned applies the Deployment, Service and PodDisruptionBudget, and
-// deletes the budget when it is no longer wanted. It carries on after a
-// failure so that one rejected object does not hold back the others.
-func (r *MemcachedReconciler) applyOwned(ctx context.Context, mc *cachev1alpha1.Memcached, cur *owned) error {
-	var errs []error
-
+// applyOwned adds the finalizer and applies the Deployment, Service and
+// PodDisruptionBudget, all at once: they are independent requests, and a
+// reconcile that waited for each in turn would spend most of its time in
+// round trips. It deletes the budget when it is no longer wanted, and carries
+// on after a failure so that one rejected object does not hold back the
+// others.
+func (r *MemcachedReconciler) applyOwned(ctx context.Context, before, mc *cachev1alpha1.Memcached, cur *owned) error {
+	type outcome struct {
+		kind    string
+		changed bool
+		existed bool
+		err     error
+	}
 	oldReplicas := ptr.Deref(cur.deployment.Spec.Replicas, 0)
-	if changed, err := r.applyIfChanged(ctx, resources.Deployment(mc, r.Defaults), &cur.deployment, cur.hasDeployment); err != nil {
-		errs = append(errs, r.applyFailed(ctx, mc, "Deployment", err))
-	} else if changed {
-		r.reportApplied(ctx, mc, &cur.deployment, "Deployment", cur.hasDeployment)
-		if cur.hasDeployment && oldReplicas != mc.GetSize() {
+	deployment, service, pdb := resources.Deployment(mc, r.Defaults), resources.Service(mc), resources.PodDisruptionBudget(mc)
+	outcomes := make([]outcome, 3)
+	var finalizerErr error
+	var wg sync.WaitGroup
+	apply := func(i int, kind string, desired runtime.ApplyConfiguration, live client.Object, exists bool) {
+		wg.Go(func() {
+			changed, err := r.applyIfChanged(ctx, desired, live, exists)
+			outcomes[i] = outcome{kind: kind, changed: changed, existed: exists, err: err}
+		})
+	}
+	if !controllerutil.ContainsFinalizer(mc, cachev1alpha1.Finalizer) {
+		wg.Go(func() { finalizerErr = r.ensureFinalizer(ctx, before, mc) })
+	}
+	apply(0, "Deployment", deployment, &cur.deployment, cur.hasDeployment)
+	apply(1, "Service", service, &cur.service, cur.hasService)
+	if pdb != nil {
+		apply(2, "PodDisruptionBudget", pdb, &cur.pdb, cur.hasPDB)
+	}
+	wg.Wait()
+
+	errs := []error{finalizerErr}
+	var created, updated []string
+	for _, o := range outcomes {
+		switch {
+		case o.kind == "" || (!o.changed && o.err == nil):
+		case o.err != nil:
+			errs = append(errs, r.applyFailed(ctx, mc, o.kind, o.err))
+		case o.existed:
+			updated = append(updated, o.kind)
+		default:
+			created = append(created, o.kind)
+		}
+	}
+	if o := outcomes[0]; o.err == nil {
+		cur.hasDeployment = cur.hasDeployment || o.changed
+		if o.changed && o.existed && oldReplicas != mc.GetSize() {
 			r.event(ctx, mc, &cur.deployment, corev1.EventTypeNormal, EventScaled, "Scale",
 				"scaled Deployment %s from %d to %d pods", mc.Name, oldReplicas, mc.GetSize())
 		}
-		cur.hasDeployment = true
 	}
-
-	if changed, err := r.applyIfChanged(ctx, resources.Service(mc), &cur.service, cur.hasService); err != nil {
-		errs = append(errs, r.applyFailed(ctx, mc, "Service", err))
-	} else if changed {
-		r.reportApplied(ctx, mc, &cur.service, "Service", cur.hasService)
-	}
-
-	if desired := resources.PodDisruptionBudget(mc); desired != nil {
-		if changed, err := r.applyIfChanged(ctx, desired, &cur.pdb, cur.hasPDB); err != nil {
-			errs = append(errs, r.applyFailed(ctx, mc, "PodDisruptionBudget", err))
-		} else if changed {
-			r.reportApplied(ctx, mc, &cur.pdb, "PodDisruptionBudget", cur.hasPDB)
-		}
-	} else if cur.hasPDB {
+	if pdb == nil && cur.hasPDB {
 		if err := r.deleteOwned(ctx, mc, &cur.pdb); err != nil {
 			errs = append(errs, err)
 		} else {
@@ -199,15 +227,16 @@ func (r *MemcachedReconciler) applyOwned(ctx context.Context, mc *cachev1alpha1.
 				"deleted PodDisruptionBudget %s: it is no longer wanted", cur.pdb.Name)
 		}
 	}
-	return errors.Join(errs...)
-}
 
-func (r *MemcachedReconciler) reportApplied(ctx context.Context, mc *cachev1alpha1.Memcached, obj client.Object, kind string, existed bool) {
-	if existed {
-		r.event(ctx, mc, obj, corev1.EventTypeNormal, EventUpdated, "Update", "updated %s %s to match the spec", kind, obj.GetName())
-		return
+	// One event per kind of change and reconcile: a new Memcached is one
+	// "Created" event, not three.
+	if len(created) > 0 {
+		r.event(ctx, mc, nil, corev1.EventTypeNormal, EventCreated, "Create", "created %s %s", strings.Join(created, ", "), mc.Name)
 	}
-	r.event(ctx, mc, obj, corev1.EventTypeNormal, EventCreated, "Create", "created %s %s", kind, obj.GetName())
+	if len(updated) > 0 {
+		r.event(ctx, mc, nil, corev1.EventTypeNormal, EventUpdated, "Update", "updated %s %s to match the spec", strings.Join(updated, ", "), mc.Name)
+	}
+	return errors.Join(errs...)
 }
 
 // applyFailed reports a rejected apply. The apiserver's message (for example
@@ -252,6 +281,10 @@ func wasPaused(mc *cachev1alpha1.Memcached) bool {
 	return c != nil && c.Reason == cachev1alpha1.ReasonPaused
 }
 
+// ignoreCreates drops create events. Every Memcached is reconciled at
+// start-up through its own create event, which covers its owned objects.
+var ignoreCreates = predicate.Funcs{CreateFunc: func(event.CreateEvent) bool { return false }}
+
 // event records an event on mc and logs the same line, so `kubectl events`
 // and the manager's log tell one story.
 func (r *MemcachedReconciler) event(ctx context.Context, mc *cachev1alpha1.Memcached, related runtime.Object, eventType, reason, action, note string, args ...any) {
@@ -275,11 +308,15 @@ func (r *MemcachedReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&cachev1alpha1.Memcached{}, builder.WithPredicates(
 			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
-		Owns(&appsv1.Deployment{}).
-		Owns(&corev1.Service{}).
+		// The operator creates its objects itself, so their create events
+		// (one per object at start-up, one after every create) only cost a
+		// reconcile that finds nothing to do; updates and deletes are what
+		// matter: drift, and the Deployment's status.
+		Owns(&appsv1.Deployment{}, builder.WithPredicates(ignoreCreates)).
+		Owns(&corev1.Service{}, builder.WithPredicates(ignoreCreates)).
 		// A budget's status changes with every pod's readiness; only spec and
 		// metadata changes can be drift.
-		Owns(&policyv1.PodDisruptionBudget{}, builder.WithPredicates(predicate.Or(
+		Owns(&policyv1.PodDisruptionBudget{}, builder.WithPredicates(ignoreCreates, predicate.Or(
 			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.MaxConcurrentReconciles, 1)}).
 		Named("memcached").
