@@ -123,6 +123,10 @@ promote: tools build ## Copy the image pins of FROM into TO and render them: mak
 test: tools build lint ## Everything CI runs: lint, unit, golden and envtest suites, deployment proofs, e2e.
 	go test -count=1 -timeout 30m $(GO_PACKAGES)
 
+.PHONY: bench
+bench: tools build ## Measure the operator against the write floor and the seed reconciler (N=100,1000) and the KRM function; writes docs/benchmarks.md (~20 min).
+	go run ./test/bench/cmd/bench $(BENCH_ARGS)
+
 .PHONY: e2e
 e2e: tools build ## End-to-end on local kwok clusters, one per environment (also part of make test).
 	go test -count=1 -timeout 20m -v -run 'TestE2E|TestMakeRun' ./test/e2e/

@@ -139,6 +139,7 @@ func root(t *testing.T) string {
 
 func newClient(t *testing.T, kubeconfig string) client.Client {
 	t.Helper()
+	cluster.QuietClientLogs()
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		t.Fatal(err)

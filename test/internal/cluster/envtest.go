@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,11 +30,15 @@ import (
 	"github.com/example/memcached-operator/test/internal/repo"
 )
 
-func init() {
-	// The tests talk to clusters through controller-runtime clients; their
-	// own assertions carry the story, so the client logs are dropped.
-	ctrllog.SetLogger(logr.Discard())
+// QuietClientLogs drops controller-runtime's client logs: the tests'
+// own assertions tell the story. It is not done at init, so that a process
+// started from a test binary (the benchmark's seed manager) can still set
+// its own logger.
+func QuietClientLogs() {
+	quietOnce.Do(func() { ctrllog.SetLogger(logr.Discard()) })
 }
+
+var quietOnce sync.Once
 
 // Envtest is a running kube-apiserver and etcd with an admin kubeconfig.
 type Envtest struct {
@@ -59,6 +64,7 @@ var Scheme = func() *runtime.Scheme {
 // ends. Missing binaries fail the test with the command that builds them.
 func StartEnvtest(t testing.TB) *Envtest {
 	t.Helper()
+	QuietClientLogs()
 	if _, err := repo.Bin("kube-apiserver", "etcd"); err != nil {
 		t.Fatal(err)
 	}

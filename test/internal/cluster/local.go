@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -24,6 +25,9 @@ type Local struct {
 	Workdir    string
 	// Started is how long creating the cluster and its nodes took.
 	Started time.Duration
+
+	script string
+	env    []string
 }
 
 // StartLocal creates a cluster with the given number of fake nodes and
@@ -31,51 +35,70 @@ type Local struct {
 // processes survive.
 func StartLocal(t testing.TB, name string, nodes int, kwokArgs ...string) *Local {
 	t.Helper()
-	root, err := repo.Root()
+	l, err := CreateLocal(name, nodes, t.TempDir(), kwokArgs...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	l := &Local{Name: name, Kubeconfig: filepath.Join(dir, "kubeconfig"), Workdir: filepath.Join(dir, "kwok")}
-	script := filepath.Join(root, "scripts", "cluster.sh")
-	env := append(os.Environ(),
+	t.Cleanup(func() {
+		if err := l.Delete(); err != nil {
+			t.Error(err)
+		}
+	})
+	return l
+}
+
+// CreateLocal runs `scripts/cluster.sh up` with its state under workdir.
+// The caller deletes the cluster with Delete.
+func CreateLocal(name string, nodes int, workdir string, kwokArgs ...string) (*Local, error) {
+	root, err := repo.Root()
+	if err != nil {
+		return nil, err
+	}
+	l := &Local{
+		Name: name, Kubeconfig: filepath.Join(workdir, "kubeconfig"), Workdir: filepath.Join(workdir, "kwok"),
+		script: filepath.Join(root, "scripts", "cluster.sh"),
+	}
+	l.env = append(os.Environ(),
 		"CLUSTER_NAME="+name, "KWOK_WORKDIR="+l.Workdir, "CLUSTER_KUBECONFIG="+l.Kubeconfig,
 		"NODES="+strconv.Itoa(nodes), "KWOK_ARGS="+strings.Join(kwokArgs, " "))
 
 	start := time.Now()
-	up := exec.Command(script, "up")
-	up.Env = env
+	up := exec.Command(l.script, "up")
+	up.Env = l.env
 	if out, err := up.CombinedOutput(); err != nil {
-		l.down(t, script, env)
-		t.Fatalf("scripts/cluster.sh up: %v\n%s", err, out)
+		_ = l.Delete()
+		return nil, fmt.Errorf("scripts/cluster.sh up: %w\n%s", err, out)
 	}
 	l.Started = time.Since(start)
-	t.Cleanup(func() { l.down(t, script, env) })
-	return l
+	return l, nil
 }
 
-func (l *Local) down(t testing.TB, script string, env []string) {
-	pids := l.pids()
-	down := exec.Command(script, "down")
-	down.Env = env
+// Delete removes the cluster and its files, and makes sure none of its
+// processes survive.
+func (l *Local) Delete() error {
+	pids := l.PIDs()
+	down := exec.Command(l.script, "down")
+	down.Env = l.env
+	var errs []error
 	if out, err := down.CombinedOutput(); err != nil {
-		t.Errorf("scripts/cluster.sh down: %v\n%s", err, out)
+		errs = append(errs, fmt.Errorf("scripts/cluster.sh down: %w\n%s", err, out))
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for _, pid := range pids {
 		for syscall.Kill(pid, 0) == nil {
 			if time.Now().After(deadline) {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
-				t.Errorf("process %d of cluster %s survived its deletion", pid, l.Name)
+				errs = append(errs, fmt.Errorf("process %d of cluster %s survived its deletion", pid, l.Name))
 				break
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
+	return errors.Join(errs...)
 }
 
-// pids are the cluster's component processes, from kwokctl's pid files.
-func (l *Local) pids() []int {
+// PIDs are the cluster's component processes, from kwokctl's pid files.
+func (l *Local) PIDs() []int {
 	files, _ := filepath.Glob(filepath.Join(l.Workdir, "clusters", l.Name, "pids", "*.pid"))
 	var out []int
 	for _, f := range files {

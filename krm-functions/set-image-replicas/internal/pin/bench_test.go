@@ -3,6 +3,8 @@ package pin
 import (
 	"bytes"
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -13,8 +15,14 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 )
 
-// benchResources is the size of the benchmark input.
-const benchResources = 10000
+// benchResources is the size of the benchmark input: 10,000, or
+// $BENCH_RESOURCES (make bench passes it through).
+var benchResources = func() int {
+	if n, err := strconv.Atoi(os.Getenv("BENCH_RESOURCES")); err == nil && n > 0 {
+		return n
+	}
+	return 10000
+}()
 
 // benchInput returns benchResources manifests: Deployments (two containers
 // each, one of them the pinned image), Services and ConfigMaps.
