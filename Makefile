@@ -46,7 +46,7 @@ manifests: tools ## Generate the CRD and the manager's RBAC role in deploy/ from
 		output:crd:artifacts:config=../deploy/crd/bases output:rbac:artifacts:config=../deploy/rbac
 
 .PHONY: fmt
-fmt: ## Format the Go code (gofmt + goimports through golangci-lint).
+fmt: tools ## Format the Go code (gofmt + goimports through golangci-lint).
 	@for m in $(GO_MODULES); do (cd $$m && $(GOLANGCI_LINT) fmt ./...); done
 
 .PHONY: vet
