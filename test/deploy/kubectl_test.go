@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -26,6 +25,7 @@ import (
 
 	"github.com/example/memcached-operator/test/internal/cluster"
 	"github.com/example/memcached-operator/test/internal/repo"
+	"github.com/example/memcached-operator/test/internal/run"
 )
 
 const (
@@ -127,7 +127,7 @@ func lifecycleAsServiceAccount(t *testing.T, c *cluster.Envtest, kubectl string)
 	t.Helper()
 	ctx := context.Background()
 	asOperator := cluster.ImpersonatingKubeconfig(t, c.Kubeconfig, operatorNamespace, serviceAccount)
-	metrics := freePort(t)
+	metrics := run.FreePort(t)
 	mgr := cluster.StartManager(t, asOperator,
 		"--leader-elect", "--leader-election-namespace="+operatorNamespace,
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metrics))
@@ -276,14 +276,4 @@ func scrapeMetrics(t *testing.T, c *cluster.Envtest, kubectl string, port int) {
 	if code, _, err := scrape(""); err != nil || code != http.StatusUnauthorized {
 		t.Errorf("an anonymous scrape got %d (%v), want 401", code, err)
 	}
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/example/memcached-operator/test/internal/cluster"
 	"github.com/example/memcached-operator/test/internal/repo"
+	"github.com/example/memcached-operator/test/internal/run"
 )
 
 // make install, deploy, render, undeploy and uninstall do what a kubebuilder
@@ -30,7 +31,7 @@ func TestMakeTargets(t *testing.T) {
 	makeTarget := func(args ...string) string {
 		t.Helper()
 		cmd := exec.Command("make", append([]string{"--no-print-directory", "-C", root(t)}, args...)...)
-		cmd.Env = append(cleanEnv(), "KUBECONFIG="+c.Kubeconfig)
+		cmd.Env = append(run.UserEnv(), "KUBECONFIG="+c.Kubeconfig)
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
 		out, err := cmd.Output()
@@ -99,18 +100,4 @@ func TestMakeTargets(t *testing.T) {
 		}
 		return nil
 	})
-}
-
-// cleanEnv drops the outer make's variables, so a nested make behaves as if
-// a user typed it.
-func cleanEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		switch k, _, _ := strings.Cut(kv, "="); k {
-		case "MAKEFLAGS", "MAKELEVEL", "MFLAGS", "MAKEOVERRIDES", "KUBECONFIG":
-		default:
-			env = append(env, kv)
-		}
-	}
-	return env
 }

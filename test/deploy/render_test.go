@@ -31,14 +31,7 @@ var kustomizations = []string{
 	"deploy/flux/clusters/dev", "deploy/flux/clusters/staging", "deploy/flux/clusters/prod",
 }
 
-func root(t *testing.T) string {
-	t.Helper()
-	r, err := repo.Root()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
+func root(t *testing.T) string { return repo.MustRoot(t) }
 
 // buildKrusty renders a kustomization in-process with kustomize's library,
 // with the CLI's default ordering (legacy: namespaces and CRDs first).

@@ -65,7 +65,7 @@ func TestE2E(t *testing.T) {
 			}
 
 			// The whole overlay, operator included.
-			stdout, stderr, code := run.Command(t, nil, bins["kustomize"], "build", filepath.Join(root(t), "overlays", e.env))
+			stdout, stderr, code := run.Command(t, nil, bins["kustomize"], "build", filepath.Join(repo.MustRoot(t), "overlays", e.env))
 			if code != 0 {
 				t.Fatalf("kustomize build: %s", stderr)
 			}
@@ -126,15 +126,6 @@ func TestE2E(t *testing.T) {
 		})
 	}
 	t.Logf("e2e of %d environments in %v", len(environments), time.Since(suiteStart).Round(time.Second))
-}
-
-func root(t *testing.T) string {
-	t.Helper()
-	r, err := repo.Root()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
 }
 
 func newClient(t *testing.T, kubeconfig string) client.Client {

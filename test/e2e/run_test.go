@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/example/memcached-operator/test/internal/repo"
 	"github.com/example/memcached-operator/test/internal/run"
 )
 
@@ -31,8 +32,8 @@ type makeRun struct {
 func startMakeRun(t *testing.T, env []string, args ...string) *makeRun {
 	t.Helper()
 	m := &makeRun{seen: make(chan string, 1000), done: make(chan error, 1)}
-	m.cmd = exec.Command("make", append([]string{"--no-print-directory", "-C", root(t), "run"}, args...)...)
-	m.cmd.Env = append(cleanEnv(), env...)
+	m.cmd = exec.Command("make", append([]string{"--no-print-directory", "-C", repo.MustRoot(t), "run"}, args...)...)
+	m.cmd.Env = append(run.UserEnv(), env...)
 	m.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	pr, pw := io.Pipe()
 	m.cmd.Stdout, m.cmd.Stderr = pw, pw
@@ -122,8 +123,8 @@ func TestMakeRun(t *testing.T) {
 		"CLUSTER_NAME=e2e-run",
 		"KWOK_WORKDIR=" + filepath.Join(work, "kwok"),
 		"CLUSTER_KUBECONFIG=" + filepath.Join(work, "kubeconfig"),
-		"METRICS_ADDR=127.0.0.1:" + freePort(t),
-		"PROBE_ADDR=127.0.0.1:" + freePort(t),
+		fmt.Sprintf("METRICS_ADDR=127.0.0.1:%d", run.FreePort(t)),
+		fmt.Sprintf("PROBE_ADDR=127.0.0.1:%d", run.FreePort(t)),
 	}
 	t.Cleanup(func() { makeTarget(t, env, "cluster-down") })
 
@@ -185,7 +186,7 @@ func TestMakeRunErrors(t *testing.T) {
 
 	t.Run("binaries missing", func(t *testing.T) {
 		dir := t.TempDir()
-		if err := os.CopyFS(filepath.Join(dir, "scripts"), os.DirFS(filepath.Join(root(t), "scripts"))); err != nil {
+		if err := os.CopyFS(filepath.Join(dir, "scripts"), os.DirFS(filepath.Join(repo.MustRoot(t), "scripts"))); err != nil {
 			t.Fatal(err)
 		}
 		for _, script := range []string{"run.sh", "cluster.sh"} {
@@ -220,8 +221,8 @@ func TestMakeRunErrors(t *testing.T) {
 
 func clusterScript(t *testing.T, env []string, args ...string) (string, int) {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(root(t), "scripts", "cluster.sh"), args...)
-	cmd.Env = append(cleanEnv(), env...)
+	cmd := exec.Command(filepath.Join(repo.MustRoot(t), "scripts", "cluster.sh"), args...)
+	cmd.Env = append(run.UserEnv(), env...)
 	out, err := cmd.CombinedOutput()
 	code := 0
 	var exit *exec.ExitError
@@ -233,34 +234,11 @@ func clusterScript(t *testing.T, env []string, args ...string) (string, int) {
 
 func makeTarget(t *testing.T, env []string, target string) string {
 	t.Helper()
-	cmd := exec.Command("make", "--no-print-directory", "-C", root(t), target)
-	cmd.Env = append(cleanEnv(), env...)
+	cmd := exec.Command("make", "--no-print-directory", "-C", repo.MustRoot(t), target)
+	cmd.Env = append(run.UserEnv(), env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Errorf("make %s: %v\n%s", target, err, out)
 	}
 	return string(out)
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	return fmt.Sprint(l.Addr().(*net.TCPAddr).Port)
-}
-
-// cleanEnv is the environment of a user's shell: no outer make, no kubeconfig.
-func cleanEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		switch k, _, _ := strings.Cut(kv, "="); k {
-		case "MAKEFLAGS", "MAKELEVEL", "MFLAGS", "MAKEOVERRIDES", "KUBECONFIG":
-		default:
-			env = append(env, kv)
-		}
-	}
-	return env
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"testing"
 )
 
 var (
@@ -38,6 +39,16 @@ func Root() (string, error) {
 		}
 	})
 	return root, rootErr
+}
+
+// MustRoot is Root for tests: it fails the test when there is no root.
+func MustRoot(t testing.TB) string {
+	t.Helper()
+	r, err := Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
 
 // Path joins elements onto the repository root.

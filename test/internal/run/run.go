@@ -5,8 +5,10 @@ package run
 import (
 	"bytes"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 )
 
@@ -39,4 +41,30 @@ func ReadFile(t testing.TB, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// UserEnv is the environment of a user's shell: this process's, without an
+// outer make's variables or a KUBECONFIG, so that nested make and kubectl
+// runs behave as if typed by hand.
+func UserEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		switch k, _, _ := strings.Cut(kv, "="); k {
+		case "MAKEFLAGS", "MAKELEVEL", "MFLAGS", "MAKEOVERRIDES", "KUBECONFIG":
+		default:
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// FreePort returns a TCP port on 127.0.0.1 that nothing listens on now.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().(*net.TCPAddr).Port
 }
