@@ -22,6 +22,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -32,6 +33,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -60,6 +62,10 @@ type Config struct {
 	// OperatorArgs are extra flags for bin/manager (default: none, the
 	// defaults are what is measured).
 	OperatorArgs []string
+	// ProfileDir, when set, receives a CPU profile of kube-apiserver taken
+	// while each controller converges (<contender>-<N>-apiserver.pprof):
+	// on a shared 2-core machine the apiserver is where the time goes.
+	ProfileDir string
 }
 
 // Measurement is one contender's run at one size.
@@ -206,6 +212,7 @@ func measureController(ctx context.Context, cfg Config, restCfg *rest.Config, cl
 		return m, err
 	}
 
+	profiled := profileAPIServer(ctx, cfg, restCfg, contender, n)
 	clusterCPU0 := clusterCPUSeconds(clusterPIDs)
 	t0 := time.Now()
 	if err := createConcurrently(restCfg, n, func(c client.Client, i int) error {
@@ -220,6 +227,9 @@ func measureController(ctx context.Context, cfg Config, restCfg *rest.Config, cl
 	}
 	m.Converge = time.Since(t0)
 	m.ClusterCPU = clusterCPUSeconds(clusterPIDs) - clusterCPU0
+	if err := <-profiled; err != nil {
+		return m, err
+	}
 
 	after, err := p.scrape()
 	if err != nil {
@@ -252,6 +262,41 @@ func measureController(ctx context.Context, cfg Config, restCfg *rest.Config, cl
 	m.ResyncWrites, m.ResyncReqs = resync.writes()/float64(n), resync.total()/float64(n)
 	m.Errors += p2.errorsLogged()
 	return m, nil
+}
+
+// profileAPIServer starts a CPU profile of kube-apiserver (its
+// /debug/pprof, served to the cluster admin) for the expected convergence
+// time, when cfg.ProfileDir is set. The returned channel reports when the
+// profile is written.
+func profileAPIServer(ctx context.Context, cfg Config, restCfg *rest.Config, contender string, n int) <-chan error {
+	done := make(chan error, 1)
+	if cfg.ProfileDir == "" {
+		done <- nil
+		return done
+	}
+	// About 20ms per CR for the operator on 2 cores; a profile that ends a
+	// little early still shows what dominates.
+	seconds := max(2, n/50)
+	go func() {
+		dc, err := discovery.NewDiscoveryClientForConfig(restCfg)
+		if err != nil {
+			done <- err
+			return
+		}
+		body, err := dc.RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", fmt.Sprint(seconds)).
+			Timeout(time.Duration(seconds+60) * time.Second).DoRaw(ctx)
+		if err != nil {
+			done <- fmt.Errorf("apiserver profile: %w", err)
+			return
+		}
+		path := filepath.Join(cfg.ProfileDir, fmt.Sprintf("%s-%d-apiserver.pprof", contender, n))
+		if err := os.MkdirAll(cfg.ProfileDir, 0o755); err != nil {
+			done <- err
+			return
+		}
+		done <- os.WriteFile(path, body, 0o644)
+	}()
+	return done
 }
 
 // waitIdle waits until a restarted controller has reconciled every CR and

@@ -122,6 +122,8 @@ func Markdown(medians []Measurement, runs int, extras Extras) string {
 	w("\n")
 	w("%s\n", targets(medians))
 	w("%s\n", cpuBudget(medians))
+	w("What dominates, from CPU profiles of kube-apiserver and the manager, and why the write count sets the pace:\n")
+	w("[performance.md](performance.md).\n\n")
 
 	if len(extras.Kustomize) > 0 {
 		w("## kustomize build of the overlays\n\n")

@@ -44,6 +44,7 @@ func run() error {
 	krm := flag.Bool("krm", true, "also run BenchmarkSetImageReplicas against kustomize's transformers")
 	krmSize := flag.Int("krm-resources", 10000, "resources in the set-image-replicas benchmark")
 	operatorArgs := flag.String("operator-args", "", "extra bin/manager flags, space-separated (to try settings; the report measures the defaults)")
+	profileDir := flag.String("profile-dir", "", "write a CPU profile of kube-apiserver during each controller's convergence into this directory (go tool pprof)")
 	flag.Parse()
 
 	var ns []int
@@ -60,7 +61,7 @@ func run() error {
 	}
 
 	ms, err := bench.Run(context.Background(), bench.Config{Sizes: ns, Runs: *runs, SeedCommand: []string{self}, Progress: os.Stderr,
-		OperatorArgs: strings.Fields(*operatorArgs)})
+		OperatorArgs: strings.Fields(*operatorArgs), ProfileDir: *profileDir})
 	if err != nil {
 		return err
 	}
