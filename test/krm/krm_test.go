@@ -6,6 +6,7 @@ package krm
 
 import (
 	"debug/elf"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -257,23 +258,48 @@ func TestContainerImageRecipe(t *testing.T) {
 		}
 	}
 
-	if os.Getuid() != 0 {
-		t.Fatalf("the test runs the binary as uid 65532 and needs root to switch to it")
-	}
 	in := `apiVersion: config.kubernetes.io/v1
 kind: ResourceList
 functionConfig: {apiVersion: v1, kind: ConfigMap, metadata: {name: set-image}, data: {name: memcached, newTag: "1.6.39"}}
 items:
 - {apiVersion: v1, kind: Pod, metadata: {name: p}, spec: {containers: [{name: m, image: memcached}]}}
 `
-	cmd := exec.Command(bin)
+	// Where the image puts it, in a directory any user can reach: the
+	// checkout (or the temporary directory above it) may be private to its
+	// owner.
+	root, err := os.MkdirTemp("", "set-image-replicas-image-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(root) })
+	if err := os.Chmod(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	image := filepath.Join(root, "usr", "local", "bin", "set-image-replicas")
+	if err := os.MkdirAll(filepath.Dir(image), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(image, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(image)
 	cmd.Env = []string{}
 	cmd.Dir = "/"
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65532, Gid: 65532}}
+	who := fmt.Sprintf("as uid %d", os.Getuid())
+	// Root can become the image's user; anyone else already is an
+	// unprivileged one.
+	if os.Getuid() == 0 {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65532, Gid: 65532}}
+		who = "as uid 65532"
+	}
 	cmd.Stdin = strings.NewReader(in)
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("as uid 65532 with an empty environment: %v", err)
+		t.Fatalf("%s with an empty environment: %v (%s must be reachable by that user)", who, err, root)
 	}
 	if !strings.Contains(string(out), "memcached:1.6.39") {
 		t.Errorf("output:\n%s", out)
