@@ -4,6 +4,8 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -100,4 +102,38 @@ func TestMakeTargets(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// make help lists, one line each with what it does, every target a user of
+// the repository is told about: kubebuilder's set and this repository's own.
+func TestMakeHelp(t *testing.T) {
+	root, err := repo.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code := run.Command(t, nil, "make", "-s", "-C", root, "help")
+	if code != 0 {
+		t.Fatalf("make help: exit %d\n%s", code, stderr)
+	}
+	plain := regexp.MustCompile("\x1b\\[[0-9;]*m").ReplaceAllString(stdout, "")
+	described := map[string]string{}
+	for _, line := range strings.Split(plain, "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && strings.HasPrefix(line, "  ") {
+			described[f[0]] = strings.Join(f[1:], " ")
+		}
+	}
+	for _, target := range []string{
+		"help", "tools", "fmt", "vet", "lint", "build", "test", "generate", "manifests", "run", "e2e",
+		"install", "uninstall", "deploy", "undeploy", "render", "bench",
+		"cluster-up", "cluster-down", "pin", "promote",
+	} {
+		if described[target] == "" {
+			t.Errorf("make help does not describe %q:\n%s", target, plain)
+		}
+	}
+	// Whatever the Makefile documents with "##" is what help prints.
+	documented := regexp.MustCompile(`(?m)^([a-z][a-z0-9-]*):[^=\n]*##`).FindAllStringSubmatch(run.ReadFile(t, filepath.Join(root, "Makefile")), -1)
+	if len(documented) != len(described) {
+		t.Errorf("the Makefile documents %d targets, make help shows %d", len(documented), len(described))
+	}
 }
