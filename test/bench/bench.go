@@ -227,9 +227,6 @@ func measureController(ctx context.Context, cfg Config, restCfg *rest.Config, cl
 	}
 	m.Converge = time.Since(t0)
 	m.ClusterCPU = clusterCPUSeconds(clusterPIDs) - clusterCPU0
-	if err := <-profiled; err != nil {
-		return m, err
-	}
 
 	after, err := p.scrape()
 	if err != nil {
@@ -241,6 +238,11 @@ func measureController(ctx context.Context, cfg Config, restCfg *rest.Config, cl
 	m.CPUSeconds = cpu1 - cpu0
 	m.PeakRSSMiB, _ = p.peakRSSMiB()
 	m.Errors = p.errorsLogged()
+	// Only now: the profile may outlast convergence, and waiting for it
+	// must not count in the figures above.
+	if err := <-profiled; err != nil {
+		return m, err
+	}
 
 	// A full resync: a fresh process lists everything and reconciles every
 	// CR once. A controller that is idempotent writes nothing.
