@@ -99,22 +99,16 @@ func resourceVersions(t *testing.T, c *cluster.Envtest, manifests []byte) map[st
 	return out
 }
 
-// expectPodSecurityAdmits creates (dry run) a Pod from a pod template in a
-// namespace that enforces "restricted", and checks that enforcement is
-// really on by having a privileged Pod rejected there.
+// expectPodSecurityAdmits checks that a Pod from the template is admitted
+// in a namespace that enforces "restricted", and that enforcement is on.
 func expectPodSecurityAdmits(t *testing.T, c *cluster.Envtest, namespace string, template corev1.PodTemplateSpec) {
 	t.Helper()
-	ctx := context.Background()
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "pss-check-", Namespace: namespace, Labels: template.Labels},
-		Spec:       template.Spec,
+	if err := cluster.PodAdmitted(context.Background(), c.Client, namespace, template); err != nil {
+		t.Error(err)
 	}
-	if err := c.Client.Create(ctx, pod, client.DryRunAll); err != nil {
-		t.Errorf("a Pod from the template is rejected in %s: %v", namespace, err)
-	}
-	bad := pod.DeepCopy()
+	bad := template.DeepCopy()
 	bad.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
-	err := c.Client.Create(ctx, bad, client.DryRunAll)
+	err := cluster.PodAdmitted(context.Background(), c.Client, namespace, *bad)
 	if err == nil || !strings.Contains(err.Error(), "violates PodSecurity") {
 		t.Errorf("namespace %s does not enforce Pod Security restricted: a privileged Pod got %v", namespace, err)
 	}

@@ -7,7 +7,6 @@ package cluster
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -27,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/example/memcached-operator/test/internal/proc"
 	"github.com/example/memcached-operator/test/internal/repo"
 )
 
@@ -151,9 +151,7 @@ func TryRun(kubeconfig string, stdin []byte, name string, args ...string) (strin
 
 // Manager is bin/manager running as a process.
 type Manager struct {
-	cmd  *exec.Cmd
-	log  *syncBuffer
-	done chan error
+	*proc.Process
 }
 
 // StartManager runs bin/manager with the kubeconfig and extra flags until
@@ -164,40 +162,15 @@ func StartManager(t testing.TB, kubeconfig string, args ...string) *Manager {
 	if err != nil {
 		t.Fatal(err)
 	}
-	args = append([]string{"--kubeconfig=" + kubeconfig, "--health-probe-bind-address=0", "--zap-devel=false"}, args...)
-	m := &Manager{cmd: exec.Command(bins["manager"], args...), log: &syncBuffer{}, done: make(chan error, 1)}
-	m.cmd.Stdout, m.cmd.Stderr = m.log, m.log
-	m.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
-	if err := m.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { m.done <- m.cmd.Wait() }()
-	t.Cleanup(func() {
-		m.Stop(t)
-		if t.Failed() {
-			t.Logf("manager log:\n%s", m.Log())
-		}
-	})
-	return m
-}
-
-// Stop sends SIGTERM and waits for a clean exit.
-func (m *Manager) Stop(t testing.TB) {
-	if m.cmd.ProcessState != nil {
-		return
-	}
-	_ = m.cmd.Process.Signal(os.Interrupt)
-	select {
-	case err := <-m.done:
-		var exit *exec.ExitError
-		if err != nil && !errors.As(err, &exit) {
-			t.Errorf("manager: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		_ = m.cmd.Process.Kill()
-		t.Errorf("manager did not stop within 30s of SIGTERM")
-	}
+	return &Manager{proc.Start(t, proc.Spec{
+		Name: "manager",
+		Path: bins["manager"],
+		Args: append([]string{"--kubeconfig=" + kubeconfig, "--health-probe-bind-address=0", "--zap-devel=false"}, args...),
+		Env:  []string{"KUBECONFIG=" + kubeconfig},
+		// It drains in-flight reconciles for up to --graceful-shutdown-timeout.
+		StopTimeout: 30 * time.Second,
+	})}
 }
 
 // Log returns everything the manager printed so far.
-func (m *Manager) Log() string { return m.log.String() }
+func (m *Manager) Log() string { return m.Output() }
