@@ -9,11 +9,14 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+	"strconv"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -30,7 +33,9 @@ import (
 // spec.image are not affected.
 const (
 	defaultMemcachedImage = "memcached:1.6.39-alpine"
-	defaultExporterImage  = "quay.io/prometheus/memcached-exporter:v0.15.0"
+	// v0.14.4: the newest release the Go module proxy serves, so the newest
+	// the repository's tests can run (make tools builds it into bin/).
+	defaultExporterImage = "quay.io/prometheus/memcached-exporter:v0.14.4"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -57,6 +62,8 @@ type options struct {
 	exporterImage           string
 	kubeAPIQPS              float64
 	kubeAPIBurst            int
+	gracefulShutdownTimeout time.Duration
+	memoryLimitRatio        float64
 	showVersion             bool
 	zap                     zap.Options
 }
@@ -98,7 +105,12 @@ func parseFlags(fs *flag.FlagSet, args []string) *options {
 		"Image of the memcached_exporter sidecar when spec.monitoring.exporter.image is empty (env EXPORTER_IMAGE).")
 	fs.Float64Var(&o.kubeAPIQPS, "kube-api-qps", 0,
 		"Client-side limit of requests per second to the apiserver. 0 keeps controller-runtime's default: no client-side limit, leaving throttling to the apiserver's API Priority and Fairness, which protects it from every client at once.")
-	fs.IntVar(&o.kubeAPIBurst, "kube-api-burst", 0, "Client-side burst of requests to the apiserver, with a positive --kube-api-qps.")
+	fs.IntVar(&o.kubeAPIBurst, "kube-api-burst", 0,
+		"Client-side burst of requests to the apiserver above --kube-api-qps. 0 means twice --kube-api-qps.")
+	fs.DurationVar(&o.gracefulShutdownTimeout, "graceful-shutdown-timeout", 15*time.Second,
+		"How long in-flight reconciles may take to finish after SIGTERM, before the leader Lease is released. The pod's terminationGracePeriodSeconds must be longer.")
+	fs.Float64Var(&o.memoryLimitRatio, "memory-limit-ratio", 0.9,
+		"Fraction of the container's memory limit (env MEMORY_LIMIT, in bytes, from the downward API) to use as the Go runtime's soft memory limit when GOMEMLIMIT is not set; the rest is headroom for what the Go heap does not count. 0 disables.")
 	fs.BoolVar(&o.showVersion, "version", false, "Print the version and exit.")
 	o.zap = zap.Options{Development: false}
 	o.zap.BindFlags(fs)
@@ -113,13 +125,16 @@ func run(o *options) error {
 		"memcachedImage", o.memcachedImage, "exporterImage", o.exporterImage,
 		"watchNamespaces", o.watchNamespaces, "maxConcurrentReconciles", o.maxConcurrentReconciles)
 
+	if limit, ok := softMemoryLimit(os.Getenv("GOMEMLIMIT"), os.Getenv("MEMORY_LIMIT"), o.memoryLimitRatio); ok {
+		debug.SetMemoryLimit(limit)
+		setupLog.Info("set the Go runtime's soft memory limit", "bytes", limit, "ratio", o.memoryLimitRatio)
+	}
+
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("load kubeconfig: %w (set --kubeconfig or KUBECONFIG, or run in a pod)", err)
 	}
-	if o.kubeAPIQPS != 0 {
-		cfg.QPS, cfg.Burst = float32(o.kubeAPIQPS), o.kubeAPIBurst
-	}
+	applyRateLimits(cfg, o.kubeAPIQPS, o.kubeAPIBurst)
 	cfg.UserAgent = "memcached-operator/" + buildVersion()
 
 	var tlsOpts []func(*tls.Config)
@@ -144,6 +159,7 @@ func run(o *options) error {
 		LeaderElectionID:              "memcached-operator.cache.example.com",
 		LeaderElectionNamespace:       o.leaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true,
+		GracefulShutdownTimeout:       &o.gracefulShutdownTimeout,
 		Cache:                         controller.CacheOptions(splitList(o.watchNamespaces)),
 	})
 	if err != nil {
@@ -171,6 +187,38 @@ func run(o *options) error {
 		return fmt.Errorf("run manager: %w", err)
 	}
 	return nil
+}
+
+// applyRateLimits sets the client-side limits. Without --kube-api-qps the
+// client is unlimited (controller-runtime's default) and the apiserver's
+// API Priority and Fairness does the throttling; with it, the burst defaults
+// to twice the rate.
+func applyRateLimits(cfg *rest.Config, qps float64, burst int) {
+	if qps <= 0 {
+		return
+	}
+	cfg.QPS = float32(qps)
+	cfg.Burst = burst
+	if burst <= 0 {
+		cfg.Burst = int(2 * qps)
+	}
+}
+
+// softMemoryLimit returns the Go runtime's soft memory limit for a container
+// whose memory limit is memoryLimit bytes (the downward API's
+// limits.memory), unless GOMEMLIMIT already sets one. A limit at the
+// container's limit would leave no room for what the Go heap does not count
+// (stacks, the runtime, mapped files), so the kernel would still kill the
+// process; ratio leaves that room.
+func softMemoryLimit(gomemlimit, memoryLimit string, ratio float64) (int64, bool) {
+	if gomemlimit != "" || memoryLimit == "" || ratio <= 0 || ratio > 1 {
+		return 0, false
+	}
+	limit, err := strconv.ParseInt(memoryLimit, 10, 64)
+	if err != nil || limit <= 0 {
+		return 0, false
+	}
+	return int64(float64(limit) * ratio), true
 }
 
 // splitList parses a comma-separated flag value, ignoring blanks.

@@ -83,6 +83,8 @@ func TestArgoCDHealthCheck(t *testing.T) {
 		{"rolling out", `{metadata: {generation: 2}, spec: {size: 3}, status: {observedGeneration: 2, conditions: [` + cond("Ready", "False", "RollingOut") + `, ` + cond("Degraded", "False", "AsExpected") + `]}}`, "Progressing"},
 		{"ready", `{metadata: {generation: 2}, spec: {size: 3}, status: {observedGeneration: 2, conditions: [` + cond("Ready", "True", "Ready") + `, ` + cond("Degraded", "False", "AsExpected") + `]}}`, "Healthy"},
 		{"degraded", `{metadata: {generation: 2}, spec: {size: 3}, status: {observedGeneration: 2, conditions: [` + cond("Ready", "False", "ApplyFailed") + `, ` + cond("Degraded", "True", "ApplyFailed") + `]}}`, "Degraded"},
+		{"stalled", `{metadata: {generation: 2}, spec: {size: 3}, status: {observedGeneration: 2, conditions: [` + cond("Ready", "False", "ResourceExists") + `, ` + cond("Stalled", "True", "ResourceExists") + `]}}`, "Degraded"},
+		{"stalled on refused pods", `{metadata: {generation: 2}, spec: {size: 3}, status: {observedGeneration: 2, conditions: [` + cond("Stalled", "True", "ReplicaFailure") + `, ` + cond("Degraded", "True", "ReplicaFailure") + `]}}`, "Degraded"},
 		{"rollout deadline exceeded", `{metadata: {generation: 2}, spec: {size: 3}, status: {observedGeneration: 2, conditions: [` + cond("Degraded", "True", "ProgressDeadlineExceeded") + `]}}`, "Degraded"},
 		{"paused", `{metadata: {generation: 4}, spec: {size: 3, paused: true}, status: {observedGeneration: 4, conditions: [` + cond("Ready", "True", "Paused") + `, ` + cond("Progressing", "False", "Paused") + `]}}`, "Suspended"},
 		{"no Ready condition yet", `{metadata: {generation: 1}, spec: {size: 3}, status: {observedGeneration: 1, conditions: []}}`, "Progressing"},

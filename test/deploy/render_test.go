@@ -11,7 +11,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/kustomize/kyaml/kio"
@@ -127,7 +130,7 @@ func TestEnvironmentDeltas(t *testing.T) {
 	want := map[string]delta{
 		"dev":     {"1", operator + ":main-3b9e154", "yes", "", "1", "32", "", "", ""},
 		"staging": {"2", operator + ":v0.1.0", "no", "", "2", "", "", "", ""},
-		"prod":    {"2", prodImage, "no", "1", "3", "", "Hard", "2", "quay.io/prometheus/memcached-exporter:v0.15.0"},
+		"prod":    {"2", prodImage, "no", "1", "3", "", "Hard", "2", "quay.io/prometheus/memcached-exporter:v0.14.4"},
 	}
 	for _, env := range envs {
 		t.Run(env, func(t *testing.T) {
@@ -200,6 +203,62 @@ func TestPinsAreRendered(t *testing.T) {
 				if !bytes.Equal(before, after) {
 					t.Errorf("render rewrote %s:\n%s", e.Name(), after)
 				}
+			}
+		})
+	}
+}
+
+// The manager pod keeps the promises the manager's flags make: it gets
+// longer to terminate than the manager takes to drain (or the kubelet kills
+// it mid-reconcile, before the leader Lease is released), the Go runtime's
+// soft memory limit is derived from the container's limit, and the client
+// rate limit comes with its burst.
+func TestManagerPodSettings(t *testing.T) {
+	for _, env := range envs {
+		t.Run(env, func(t *testing.T) {
+			r := render(t, "overlays/"+env)
+			d := &appsv1.Deployment{}
+			if err := yamlToObject(r[manager].MustString(), d); err != nil {
+				t.Fatal(err)
+			}
+			pod := d.Spec.Template.Spec
+			c := pod.Containers[0]
+			shutdown := 30 * time.Second // controller-runtime's default
+			flags := map[string]string{}
+			for _, a := range c.Args {
+				if k, v, ok := strings.Cut(strings.TrimPrefix(a, "--"), "="); ok {
+					flags[k] = v
+				}
+			}
+			if v, ok := flags["graceful-shutdown-timeout"]; ok {
+				var err error
+				if shutdown, err = time.ParseDuration(v); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				t.Errorf("--graceful-shutdown-timeout is not set explicitly")
+			}
+			grace := time.Duration(ptr.Deref(pod.TerminationGracePeriodSeconds, 30)) * time.Second
+			if grace < shutdown+5*time.Second {
+				t.Errorf("terminationGracePeriodSeconds %v leaves no margin over --graceful-shutdown-timeout %v", grace, shutdown)
+			}
+			if flags["kube-api-qps"] == "" || flags["kube-api-burst"] == "" {
+				t.Errorf("--kube-api-qps and --kube-api-burst go together: %v", c.Args)
+			}
+			var memoryLimit bool
+			for _, e := range c.Env {
+				switch e.Name {
+				case "GOMEMLIMIT":
+					t.Errorf("GOMEMLIMIT at the container limit leaves no headroom; the manager derives it from MEMORY_LIMIT")
+				case "MEMORY_LIMIT":
+					memoryLimit = e.ValueFrom != nil && e.ValueFrom.ResourceFieldRef != nil && e.ValueFrom.ResourceFieldRef.Resource == "limits.memory"
+				}
+			}
+			if !memoryLimit {
+				t.Errorf("MEMORY_LIMIT must come from the container's limits.memory")
+			}
+			if c.Resources.Limits.Memory().IsZero() {
+				t.Errorf("the manager has no memory limit to derive its soft limit from")
 			}
 		})
 	}

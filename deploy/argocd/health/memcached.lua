@@ -18,7 +18,9 @@ end
 
 local ready = nil
 for _, c in ipairs(obj.status.conditions) do
-  if c.type == "Degraded" and c.status == "True" then
+  -- Stalled: the operator cannot progress until the spec or the cluster
+  -- changes (a rejected object, a missing permission, refused pods).
+  if (c.type == "Degraded" or c.type == "Stalled") and c.status == "True" then
     hs.status = "Degraded"
     hs.message = c.reason .. ": " .. c.message
     return hs

@@ -14,8 +14,16 @@ const (
 	// still moving towards the spec (rollout, scale, first apply).
 	ConditionProgressing = "Progressing"
 	// ConditionDegraded is True when the spec cannot be realised: the
-	// apiserver rejects an owned object, or the rollout exceeded its deadline.
+	// apiserver rejects an owned object, the Deployment cannot create pods,
+	// or the rollout exceeded its deadline.
 	ConditionDegraded = "Degraded"
+	// ConditionStalled is True when the operator cannot make progress
+	// without someone changing the spec or the cluster (a rejected object, a
+	// missing permission, a name taken by someone else's object, pods the
+	// cluster refuses). kstatus reads it as Failed, so Flux, Argo CD and
+	// `kubectl wait` stop waiting at once. The operator keeps retrying with
+	// backoff, so fixing the cause heals without a restart.
+	ConditionStalled = "Stalled"
 )
 
 // Condition reasons. Each is CamelCase, as metav1.Condition requires.
@@ -37,10 +45,23 @@ const (
 	ReasonComplete = "Complete"
 	// ReasonPaused: spec.paused is true, owned objects are left alone.
 	ReasonPaused = "Paused"
-	// ReasonAsExpected: Degraded is False.
+	// ReasonAsExpected: Degraded or Stalled is False.
 	ReasonAsExpected = "AsExpected"
-	// ReasonApplyFailed: the apiserver rejected an owned object.
+	// ReasonApplyFailed: the apiserver rejected an owned object for a
+	// reason that may pass on its own (a conflict, a timeout, an outage).
 	ReasonApplyFailed = "ApplyFailed"
+	// ReasonInvalid: the apiserver or an admission policy rejected an owned
+	// object as invalid (HTTP 422 or a policy denial).
+	ReasonInvalid = "Invalid"
+	// ReasonForbidden: the operator lacks a permission it needs (HTTP 403).
+	ReasonForbidden = "Forbidden"
+	// ReasonResourceExists: an object with the name the operator needs exists
+	// and is not controlled by this Memcached; the operator leaves it alone.
+	ReasonResourceExists = "ResourceExists"
+	// ReasonReplicaFailure mirrors the Deployment's ReplicaFailure condition:
+	// the cluster refuses to create pods (quota, Pod Security, a missing
+	// PriorityClass or ServiceAccount).
+	ReasonReplicaFailure = "ReplicaFailure"
 	// ReasonProgressDeadlineExceeded mirrors the Deployment's reason when its
 	// rollout stalls (image pull errors, crash loops, unschedulable pods).
 	ReasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
@@ -48,5 +69,6 @@ const (
 
 // Finalizer is set on every Memcached so that deleting it removes the owned
 // objects explicitly and reports it, instead of leaving it to garbage
-// collection.
+// collection. `kubectl delete --cascade=orphan` is honoured: the owned
+// objects are then left in place.
 const Finalizer = "cache.example.com/finalizer"

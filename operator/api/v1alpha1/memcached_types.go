@@ -13,10 +13,10 @@ const (
 	// ExporterPort is the port of the optional memcached_exporter sidecar.
 	ExporterPort = 9150
 
-	// MemoryOverheadMB is what memcached needs beyond its item memory (-m):
-	// the hash table, connection buffers and the process itself. The CRD's
-	// CEL rule and the default memory request both use it.
-	MemoryOverheadMB = 32
+	// MemcachedUID is the uid and gid of the memcache user in the official
+	// image (Debian and Alpine variants alike). With userID: Fixed the pods
+	// run as this user, so they need no USER line in the image.
+	MemcachedUID = 11211
 )
 
 // Defaults applied when the corresponding field is unset. The CRD carries
@@ -24,10 +24,11 @@ const (
 // `kubectl get -o yaml`; the constants keep Go callers that build objects
 // without the apiserver's defaulting in step.
 const (
-	DefaultSize           int32 = 1
-	DefaultMaxMemoryMB    int32 = 64
-	DefaultMaxConnections int32 = 1024
-	DefaultThreads        int32 = 4
+	DefaultSize                 int32 = 1
+	DefaultMaxMemoryMB          int32 = 64
+	DefaultMaxConnections       int32 = 1024
+	DefaultThreads              int32 = 4
+	DefaultRevisionHistoryLimit int32 = 10
 )
 
 // AntiAffinity says how strongly the pods of one Memcached avoid sharing a node.
@@ -43,9 +44,24 @@ const (
 	AntiAffinityHard AntiAffinity = "Hard"
 )
 
+// UserIDPolicy says who chooses the uid the memcached pods run as.
+// +kubebuilder:validation:Enum=Fixed;Platform
+type UserIDPolicy string
+
+const (
+	// UserIDFixed runs memcached as uid and gid 11211, the memcache user of
+	// the official image.
+	UserIDFixed UserIDPolicy = "Fixed"
+	// UserIDPlatform sets no uid or gid, for platforms that assign one per
+	// namespace (OpenShift's restricted-v2 SCC rejects a fixed uid outside the
+	// namespace's range). The pods still must run as non-root.
+	UserIDPlatform UserIDPolicy = "Platform"
+)
+
 // MemcachedSpec is the desired state of a Memcached cache.
 //
-// +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.limits) || !('memory' in self.resources.limits) || (type(self.resources.limits['memory']) == int ? double(self.resources.limits['memory']) : quantity(self.resources.limits['memory']).asApproximateFloat()) >= double((has(self.memcached) && has(self.memcached.maxMemoryMB) ? self.memcached.maxMemoryMB : 64) + 32) * 1048576.0",message="spec.resources.limits.memory must be at least spec.memcached.maxMemoryMB (default 64) + 32Mi for memcached's own overhead; raise the limit or lower maxMemoryMB",fieldPath=".resources.limits"
+// The memory floor below is MinimumMemoryMiB written in CEL; a unit test keeps the two equal.
+// +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.limits) || !('memory' in self.resources.limits) || (type(self.resources.limits['memory']) == int ? double(self.resources.limits['memory']) : quantity(self.resources.limits['memory']).asApproximateFloat()) >= double((has(self.memcached) && has(self.memcached.maxMemoryMB) ? self.memcached.maxMemoryMB : 64) + 16 + ((has(self.memcached) && has(self.memcached.maxMemoryMB) ? self.memcached.maxMemoryMB : 64) + 7) / 8 + ((has(self.memcached) && has(self.memcached.maxConnections) ? self.memcached.maxConnections : 1024) + 63) / 64) * 1048576.0",message="spec.resources.limits.memory must be at least maxMemoryMB + 16Mi + maxMemoryMB/8 (hash table) + maxConnections x 16Ki (connection buffers); with the defaults (64, 1024) that is 104Mi. Raise the limit, or lower spec.memcached.maxMemoryMB or maxConnections",fieldPath=".resources.limits"
 type MemcachedSpec struct {
 	// Size is the number of memcached pods. It is the field behind the scale
 	// subresource, so `kubectl scale memcached/NAME --replicas=N` sets it.
@@ -63,25 +79,88 @@ type MemcachedSpec struct {
 	// +optional
 	Image string `json:"image,omitempty"`
 
+	// ImagePullPolicy of the memcached (and exporter) containers. When unset,
+	// Kubernetes decides: Always for :latest or untagged images, else IfNotPresent.
+	// +kubebuilder:validation:Enum=Always;IfNotPresent;Never
+	// +optional
+	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
+
+	// ImagePullSecrets name Secrets in the Memcached's namespace that hold
+	// credentials for a private registry.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	// +optional
+	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
+
 	// Resources of the memcached container. When unset, the operator requests
-	// maxMemoryMB + 32Mi of memory (and sets the same limit) and 100m CPU.
+	// (and limits memory to) MinimumMemoryMiB: maxMemoryMB plus memcached's
+	// own overhead, and 100m CPU.
+	// +kubebuilder:validation:XValidation:rule="!has(self.requests) || self.requests.all(k, k in ['cpu', 'memory', 'ephemeral-storage'] || k.contains('/'))",message="spec.resources.requests may name cpu, memory, ephemeral-storage or an extended resource (domain/name)",fieldPath=".requests"
+	// +kubebuilder:validation:XValidation:rule="!has(self.limits) || self.limits.all(k, k in ['cpu', 'memory', 'ephemeral-storage'] || k.contains('/'))",message="spec.resources.limits may name cpu, memory, ephemeral-storage or an extended resource (domain/name)",fieldPath=".limits"
+	// +kubebuilder:validation:XValidation:rule="!has(self.requests) || !has(self.limits) || ['cpu', 'memory', 'ephemeral-storage'].all(r, !(r in self.requests) || !(r in self.limits) || (type(self.requests[r]) == int ? double(self.requests[r]) : quantity(self.requests[r]).asApproximateFloat()) <= (type(self.limits[r]) == int ? double(self.limits[r]) : quantity(self.limits[r]).asApproximateFloat()))",message="spec.resources: each request must be at most its limit"
+	// +kubebuilder:validation:XValidation:rule="!has(self.claims)",message="spec.resources.claims is not supported: memcached uses no dynamically allocated devices"
 	// +optional
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
 
 	// NodeSelector constrains the memcached pods to nodes with these labels.
+	// Keys and values are label keys and values; the apiserver checks them
+	// when the operator applies the Deployment (Stalled, reason Invalid, if
+	// it refuses).
+	// +kubebuilder:validation:MaxProperties=32
 	// +optional
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
 
-	// Tolerations of the memcached pods.
+	// Affinity of the memcached pods: node affinity and pod (anti-)affinity
+	// terms of your own. The anti-affinity that
+	// spec.highAvailability.antiAffinity asks for is added to yours.
+	// The apiserver validates the terms when the operator applies the
+	// Deployment; a rejected term is reported as Stalled with its message.
+	// +optional
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+
+	// Tolerations of the memcached pods. Keys and values are label keys and
+	// values; the apiserver checks their syntax when the operator applies the
+	// Deployment (Stalled, reason Invalid, if it refuses).
 	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.operator) || t.operator in ['Exists', 'Equal'])",message="spec.tolerations[].operator must be Exists or Equal"
+	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.operator) || t.operator != 'Exists' || !has(t.value) || t.value == '')",message="spec.tolerations[]: a toleration with operator Exists must not have a value"
+	// +kubebuilder:validation:XValidation:rule="self.all(t, (has(t.key) && t.key != '') || (has(t.operator) && t.operator == 'Exists'))",message="spec.tolerations[]: a toleration without a key must use operator Exists (it tolerates every taint)"
+	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.effect) || t.effect in ['', 'NoSchedule', 'PreferNoSchedule', 'NoExecute'])",message="spec.tolerations[].effect must be NoSchedule, PreferNoSchedule or NoExecute (or empty for all)"
+	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.tolerationSeconds) || (has(t.effect) && t.effect == 'NoExecute'))",message="spec.tolerations[].tolerationSeconds applies only to effect NoExecute"
 	// +listType=atomic
 	// +optional
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
 
-	// PriorityClassName of the memcached pods.
+	// PriorityClassName of the memcached pods. The PriorityClass must exist
+	// when the pods are created.
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="spec.priorityClassName must be the name of a PriorityClass: lowercase letters, digits, '-' and '.'"
 	// +optional
 	PriorityClassName string `json:"priorityClassName,omitempty"`
+
+	// ServiceAccountName the memcached pods run as. When unset, the
+	// namespace's default ServiceAccount. The pods never mount its token.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="spec.serviceAccountName must be the name of a ServiceAccount: lowercase letters, digits, '-' and '.'"
+	// +optional
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+
+	// PodMetadata adds labels and annotations to the memcached pods, for
+	// example for a service mesh or a cost-allocation tool.
+	// +optional
+	PodMetadata *PodMetadata `json:"podMetadata,omitempty"`
+
+	// PodSecurity chooses how the pods' identity is set.
+	// +optional
+	PodSecurity *PodSecuritySpec `json:"podSecurity,omitempty"`
+
+	// RevisionHistoryLimit is the number of old ReplicaSets the Deployment
+	// keeps for rollbacks.
+	// +kubebuilder:default=10
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	RevisionHistoryLimit *int32 `json:"revisionHistoryLimit,omitempty"`
 
 	// Memcached tunes the memcached process.
 	// +optional
@@ -101,8 +180,40 @@ type MemcachedSpec struct {
 	Paused bool `json:"paused,omitempty"`
 }
 
+// PodMetadata is added to the pod template. The operator's own labels
+// (app.kubernetes.io/name, instance and managed-by) select the pods, so they
+// cannot be set here.
+type PodMetadata struct {
+	// Labels added to the memcached pods.
+	// +kubebuilder:validation:MaxProperties=32
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['app.kubernetes.io/name', 'app.kubernetes.io/instance', 'app.kubernetes.io/managed-by']))",message="spec.podMetadata.labels must not set app.kubernetes.io/name, instance or managed-by: the operator selects its pods with them"
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+
+	// Annotations added to the memcached pods.
+	// +kubebuilder:validation:MaxProperties=32
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('cache.example.com/'))",message="spec.podMetadata.annotations must not use the cache.example.com/ prefix: the operator owns it"
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// PodSecuritySpec chooses how the memcached pods' identity is set. The pods
+// always meet the Pod Security "restricted" profile.
+type PodSecuritySpec struct {
+	// UserID: Fixed (the default) runs memcached as uid and gid 11211, the
+	// memcache user of the official image. Platform sets none, for platforms
+	// that assign a uid per namespace, such as OpenShift's restricted-v2.
+	// +kubebuilder:default=Fixed
+	// +optional
+	UserID UserIDPolicy `json:"userID,omitempty"`
+}
+
 // MemcachedConfig holds the memcached command-line settings the operator manages.
 //
+// memcached reserves 5 connections for each worker thread and exits at
+// start when -c leaves too few ("Maxconns setting is too low"); the second
+// rule keeps room for 16 clients.
+// +kubebuilder:validation:XValidation:rule="(has(self.maxConnections) ? self.maxConnections : 1024) >= 5 * (has(self.threads) ? self.threads : 4) + 16",message="spec.memcached.maxConnections must be at least 5 x threads + 16 (36 with the default 4 threads): memcached reserves 5 connections per worker thread and refuses to start without room for clients; raise maxConnections or lower threads",fieldPath=".maxConnections"
 // +kubebuilder:validation:XValidation:rule="!has(self.maxItemSize) || (type(self.maxItemSize) == int ? double(self.maxItemSize) : quantity(self.maxItemSize).asApproximateFloat()) <= double(has(self.maxMemoryMB) ? self.maxMemoryMB : 64) * 524288.0",message="spec.memcached.maxItemSize must be at most half of spec.memcached.maxMemoryMB (memcached refuses a larger -I); lower maxItemSize or raise maxMemoryMB",fieldPath=".maxItemSize"
 type MemcachedConfig struct {
 	// MaxMemoryMB is the item memory in megabytes (memcached -m).
@@ -112,7 +223,10 @@ type MemcachedConfig struct {
 	// +optional
 	MaxMemoryMB *int32 `json:"maxMemoryMB,omitempty"`
 
-	// MaxConnections is the maximum number of simultaneous connections (memcached -c).
+	// MaxConnections is the maximum number of simultaneous connections
+	// (memcached -c). memcached sets its open-file limit to this number, so
+	// the container runtime's hard RLIMIT_NOFILE must allow it (containerd's
+	// and CRI-O's defaults do).
 	// +kubebuilder:default=1024
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=65536
@@ -127,8 +241,10 @@ type MemcachedConfig struct {
 	Threads *int32 `json:"threads,omitempty"`
 
 	// MaxItemSize is the largest item memcached stores (memcached -I), as a
-	// byte quantity such as 1Mi or 512Ki, between 1Ki and 1Gi.
-	// +kubebuilder:validation:XValidation:rule="type(self) == int ? (self >= 1024 && self <= 1073741824) : (quantity(self).isInteger() && quantity(self).compareTo(quantity('1Ki')) >= 0 && quantity(self).compareTo(quantity('1Gi')) <= 0)",message="spec.memcached.maxItemSize must be a whole number of bytes between 1Ki and 1Gi, such as 1Mi or 512Ki (in Kubernetes quantities 1m means one thousandth, not a megabyte)"
+	// byte quantity: 512Ki, 1Mi (memcached's default) or a multiple of
+	// 512Ki up to 1Gi. memcached splits items into 512KiB slab chunks and
+	// refuses any other size.
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? (self >= 524288 && self <= 1073741824 && self % 524288 == 0) : (quantity(self).isInteger() && quantity(self).compareTo(quantity('512Ki')) >= 0 && quantity(self).compareTo(quantity('1Gi')) <= 0 && quantity(self).asInteger() % 524288 == 0)",message="spec.memcached.maxItemSize must be a multiple of 512Ki between 512Ki and 1Gi, such as 512Ki, 1Mi or 1536Ki: memcached splits items into 512KiB slab chunks and exits on any other size (and in Kubernetes quantities 1m means one thousandth, not a megabyte)"
 	// +optional
 	MaxItemSize *resource.Quantity `json:"maxItemSize,omitempty"`
 
@@ -138,12 +254,22 @@ type MemcachedConfig struct {
 	// +optional
 	Verbosity int32 `json:"verbosity,omitempty"`
 
-	// ExtraArgs are appended to the memcached command line, for flags without a
-	// field here (for example ["-o", "modern"]). Flags the operator manages are
-	// rejected.
+	// ExtraArgs are appended to the memcached command line, for tuning
+	// options without a field here, for example ["-o", "modern"]. Each option
+	// and each value is its own item, options spelled as in
+	// `memcached --help`: -A -M -k -r -C -F -X -W, and with a value -a -f -n
+	// -D -R -b and -o (with the suboptions of the tuning set: see the
+	// README), or their long forms. Options the operator manages (-p -U -l
+	// -m -c -t -I -v -u -B), options that make memcached exit, daemonize or
+	// need files (-d -h -i -V -s -L -S -Z -P -e -Y -N) and the slab chunk
+	// suboptions that maxItemSize depends on are rejected, however they are
+	// spelled.
 	// +kubebuilder:validation:MaxItems=32
-	// +kubebuilder:validation:items:MaxLength=256
-	// +kubebuilder:validation:XValidation:rule="self.all(a, !a.matches('^(-[pUlmctIdu]|-v+$|--(port|udp-port|listen|memory-limit|conn-limit|threads|max-item-size|daemon|user)(=|$))'))",message="spec.memcached.extraArgs must not set flags the operator manages (-p, -U, -l, -m, -c, -t, -I, -v, -d, -u); use the matching spec.memcached field instead"
+	// +kubebuilder:validation:items:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self.all(i, a, (i > 0 && self[i-1].matches('^(-[afnDRbo]|--(unix-mask|slab-growth-factor|slab-min-size|max-reqs-per-event|listen-backlog|extended))$')) || a.matches('^(-[AMkrCFXWafnDRbo]|--(enable-shutdown|disable-evictions|lock-memory|enable-coredumps|disable-cas|disable-flush-all|disable-dumping|disable-watch|unix-mask|slab-growth-factor|slab-min-size|max-reqs-per-event|listen-backlog|extended))$'))",messageExpression="'spec.memcached.extraArgs: ' + self.transformList(i, a, !((i > 0 && self[i-1].matches('^(-[afnDRbo]|--(unix-mask|slab-growth-factor|slab-min-size|max-reqs-per-event|listen-backlog|extended))$')) || a.matches('^(-[AMkrCFXWafnDRbo]|--(enable-shutdown|disable-evictions|lock-memory|enable-coredumps|disable-cas|disable-flush-all|disable-dumping|disable-watch|unix-mask|slab-growth-factor|slab-min-size|max-reqs-per-event|listen-backlog|extended))$')), a)[0] + (self.transformList(i, a, !((i > 0 && self[i-1].matches('^(-[afnDRbo]|--(unix-mask|slab-growth-factor|slab-min-size|max-reqs-per-event|listen-backlog|extended))$')) || a.matches('^(-[AMkrCFXWafnDRbo]|--(enable-shutdown|disable-evictions|lock-memory|enable-coredumps|disable-cas|disable-flush-all|disable-dumping|disable-watch|unix-mask|slab-growth-factor|slab-min-size|max-reqs-per-event|listen-backlog|extended))$')), a)[0].matches('^(-[AMkrCFXW]*[pUlmctIvuB]|--(p|po|por|port|u|ud|udp|udp-|udp-p|udp-po|udp-por|udp-port|l|li|lis|list|liste|listen|m|me|mem|memo|memor|memory|memory-|memory-l|memory-li|memory-lim|memory-limi|memory-limit|c|co|con|conn|conn-|conn-l|conn-li|conn-lim|conn-limi|conn-limit|t|th|thr|thre|threa|thread|threads|ma|max|max-|max-i|max-it|max-ite|max-item|max-item-|max-item-s|max-item-si|max-item-siz|max-item-size|v|ve|ver|verb|verbo|verbos|verbose|us|use|user|pr|pro|prot|proto|protoc|protoco|protocol)(=.*)?$)') ? ' sets an option the operator manages, however it is spelled: use spec.memcached (maxMemoryMB, maxConnections, threads, maxItemSize, verbosity) instead' : ' is not accepted: give each option and each value as its own item, options spelled in full from -A -M -k -r -C -F -X -W -a -f -n -D -R -b -o (or their long forms), with no clustering like -Mm; options that make memcached exit, daemonize or read files are not allowed')"
+	// +kubebuilder:validation:XValidation:rule="self.all(i, a, i == 0 || !self[i-1].matches('^(-[afnDRbo]|--(unix-mask|slab-growth-factor|slab-min-size|max-reqs-per-event|listen-backlog|extended))$') || !a.startsWith('-')) && (size(self) == 0 || !self[size(self)-1].matches('^(-[afnDRbo]|--(unix-mask|slab-growth-factor|slab-min-size|max-reqs-per-event|listen-backlog|extended))$'))",message="spec.memcached.extraArgs: an option that takes a value (-a -f -n -D -R -b -o) must be followed by its value as the next item, and the value must not start with '-'"
+	// +kubebuilder:validation:XValidation:rule="self.all(i, a, i == 0 || !(self[i-1] in ['-o', '--extended']) || a.split(',').all(s, s.matches('^(modern|lru_crawler|no_lru_crawler|lru_maintainer|no_lru_maintainer|slab_reassign|no_slab_reassign|no_slab_automove|maxconns_fast|no_maxconns_fast|track_sizes|slab_automove(=[0-2])?|slab_automove_ratio=(0?[.][0-9]*[1-9][0-9]*|1([.]0*)?)|slab_automove_window=([3-9]|[1-9][0-9]{1,5})|tail_repair_time=[1-9][0-9]{1,6}|hash_algorithm=(jenkins|murmur3|xxh3)|lru_crawler_sleep=([0-9]{1,6}|1000000)|lru_crawler_tocrawl=[0-9]{1,9}|hot_lru_pct=([1-9]|[1-3][0-9]|40)|warm_lru_pct=([1-9]|[1-3][0-9]|40)|hot_max_factor=[0-9]{0,3}[.]?[0-9]*[1-9][0-9]*|warm_max_factor=[0-9]{0,3}[.]?[0-9]*[1-9][0-9]*|idle_timeout=[0-9]{1,9}|read_buf_mem_limit=[0-9]{1,6})$')))",message="spec.memcached.extraArgs: -o takes a comma-separated list of these tuning suboptions: modern, lru_crawler, no_lru_crawler, lru_maintainer, no_lru_maintainer, slab_reassign, no_slab_reassign, slab_automove[=0-2], no_slab_automove, slab_automove_ratio=(0,1], slab_automove_window=>=3, tail_repair_time=>=10, hash_algorithm=jenkins|murmur3|xxh3, lru_crawler_sleep=0-1000000, lru_crawler_tocrawl=N, hot_lru_pct=1-40, warm_lru_pct=1-40, hot_max_factor=>0, warm_max_factor=>0, idle_timeout=N, read_buf_mem_limit=N, maxconns_fast, no_maxconns_fast, track_sizes. Slab chunk sizing (slab_chunk_max, slab_sizes, no_chunked_items, no_modern), hashpower, TLS and proxy suboptions are not accepted"
+	// +kubebuilder:validation:XValidation:rule="self.all(i, a, i == 0 || (!(self[i-1] in ['-a', '--unix-mask']) || a.matches('^[0-7]{1,4}$')) && (!(self[i-1] in ['-f', '--slab-growth-factor']) || (a.matches('^[0-9]{1,3}([.][0-9]{1,6})?$') && double(a) > 1.0)) && (!(self[i-1] in ['-n', '--slab-min-size', '-R', '--max-reqs-per-event']) || a.matches('^[1-9][0-9]{0,4}$')) && (!(self[i-1] in ['-b', '--listen-backlog']) || a.matches('^[0-9]{1,5}$')) && (!(self[i-1] == '-D') || size(a) == 1))",message="spec.memcached.extraArgs: -a takes an octal mask such as 0700; -f a growth factor above 1 such as 1.25; -n, -R a whole number from 1 to 99999; -b a whole number up to 99999; -D a single delimiter character"
 	// +listType=atomic
 	// +optional
 	ExtraArgs []string `json:"extraArgs,omitempty"`
@@ -160,6 +286,10 @@ type HighAvailabilitySpec struct {
 	// TopologySpreadConstraints of the pods. A constraint without a
 	// labelSelector gets this Memcached's pod selector.
 	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:XValidation:rule="self.all(c, c.maxSkew >= 1)",message="spec.highAvailability.topologySpreadConstraints[].maxSkew must be at least 1"
+	// +kubebuilder:validation:XValidation:rule="self.all(c, c.whenUnsatisfiable in ['DoNotSchedule', 'ScheduleAnyway'])",message="spec.highAvailability.topologySpreadConstraints[].whenUnsatisfiable must be DoNotSchedule or ScheduleAnyway"
+	// +kubebuilder:validation:XValidation:rule="self.all(c, !has(c.minDomains) || (c.minDomains >= 1 && c.whenUnsatisfiable == 'DoNotSchedule'))",message="spec.highAvailability.topologySpreadConstraints[].minDomains must be at least 1 and needs whenUnsatisfiable: DoNotSchedule"
+	// +kubebuilder:validation:XValidation:rule="self.all(c, !has(c.nodeAffinityPolicy) || c.nodeAffinityPolicy in ['Honor', 'Ignore']) && self.all(c, !has(c.nodeTaintsPolicy) || c.nodeTaintsPolicy in ['Honor', 'Ignore'])",message="spec.highAvailability.topologySpreadConstraints[]: nodeAffinityPolicy and nodeTaintsPolicy must be Honor or Ignore"
 	// +listType=atomic
 	// +optional
 	TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
@@ -207,12 +337,16 @@ type ExporterSpec struct {
 
 	// Image of the exporter. When unset, the operator's --exporter-image flag.
 	// +kubebuilder:validation:MaxLength=512
-	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-zA-Z0-9][a-zA-Z0-9._-]*(:[0-9]+)?(/[a-z0-9]+(([.]|_|__|-+)[a-z0-9]+)*)*(:[a-zA-Z0-9_][a-zA-Z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$')",message="spec.monitoring.exporter.image must be an image reference such as quay.io/prometheus/memcached-exporter:v0.15.0"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-zA-Z0-9][a-zA-Z0-9._-]*(:[0-9]+)?(/[a-z0-9]+(([.]|_|__|-+)[a-z0-9]+)*)*(:[a-zA-Z0-9_][a-zA-Z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$')",message="spec.monitoring.exporter.image must be an image reference such as quay.io/prometheus/memcached-exporter:v0.14.4"
 	// +optional
 	Image string `json:"image,omitempty"`
 
 	// Resources of the exporter container. When unset: 10m CPU and 16Mi memory
 	// requested, 32Mi memory limit.
+	// +kubebuilder:validation:XValidation:rule="!has(self.requests) || self.requests.all(k, k in ['cpu', 'memory', 'ephemeral-storage'] || k.contains('/'))",message="spec.monitoring.exporter.resources.requests may name cpu, memory, ephemeral-storage or an extended resource (domain/name)",fieldPath=".requests"
+	// +kubebuilder:validation:XValidation:rule="!has(self.limits) || self.limits.all(k, k in ['cpu', 'memory', 'ephemeral-storage'] || k.contains('/'))",message="spec.monitoring.exporter.resources.limits may name cpu, memory, ephemeral-storage or an extended resource (domain/name)",fieldPath=".limits"
+	// +kubebuilder:validation:XValidation:rule="!has(self.requests) || !has(self.limits) || ['cpu', 'memory', 'ephemeral-storage'].all(r, !(r in self.requests) || !(r in self.limits) || (type(self.requests[r]) == int ? double(self.requests[r]) : quantity(self.requests[r]).asApproximateFloat()) <= (type(self.limits[r]) == int ? double(self.limits[r]) : quantity(self.limits[r]).asApproximateFloat()))",message="spec.monitoring.exporter.resources: each request must be at most its limit"
+	// +kubebuilder:validation:XValidation:rule="!has(self.claims)",message="spec.monitoring.exporter.resources.claims is not supported"
 	// +optional
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
 }
@@ -220,7 +354,7 @@ type ExporterSpec struct {
 // MemcachedStatus is the observed state of a Memcached.
 type MemcachedStatus struct {
 	// Conditions: Ready (the summary used by kstatus, Flux and Argo CD),
-	// Available, Progressing and Degraded.
+	// Available, Progressing, Degraded and Stalled.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -249,7 +383,7 @@ type MemcachedStatus struct {
 }
 
 // Memcached runs a memcached cache: a Deployment, a headless Service and,
-// when it has more than one pod, a PodDisruptionBudget.
+// when it has more than one pod, a PodDisruptionBudget, all named after it.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
@@ -260,6 +394,7 @@ type MemcachedStatus struct {
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Paused",type=boolean,JSONPath=`.spec.paused`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be at most 63 lowercase letters, digits and '-', starting with a letter and ending with a letter or digit (a DNS-1035 label): it names the Service and is the value of the app.kubernetes.io/instance label"
 type Memcached struct {
 	metav1.TypeMeta `json:",inline"`
 

@@ -16,7 +16,10 @@ const FieldOwner = "memcached-operator"
 
 // applyIfChanged server-side applies desired unless live already holds
 // everything desired says, and then replaces live with the apiserver's answer.
-// It reports whether it sent a request.
+// It reports whether the object changed: whether the apiserver created it or
+// moved its resourceVersion. An apply that changes nothing (a mutating
+// webhook or another field manager immediately puts its own value back) is
+// not a change and makes no event.
 //
 // Skipping the no-op apply is what makes a steady-state reconcile free: an
 // apply that changes nothing still costs an apiserver write request and an
@@ -35,16 +38,20 @@ func (r *MemcachedReconciler) applyIfChanged(ctx context.Context, desired runtim
 			return false, nil
 		}
 	}
+	before := live.GetResourceVersion()
 	if err := r.Apply(ctx, desired, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-		return true, err
+		return false, err
 	}
 	// The typed client decodes the response into desired; move it to live so
 	// status is computed from what the apiserver now holds.
 	raw, err := json.Marshal(desired)
 	if err != nil {
-		return true, fmt.Errorf("decode apply response: %w", err)
+		return false, fmt.Errorf("decode apply response: %w", err)
 	}
-	return true, json.Unmarshal(raw, live)
+	if err := json.Unmarshal(raw, live); err != nil {
+		return false, fmt.Errorf("decode apply response: %w", err)
+	}
+	return !exists || live.GetResourceVersion() != before, nil
 }
 
 // isSubsetOf reports whether every field set in want has the same value in

@@ -30,7 +30,7 @@ func TestConditionsFollowGeneration(t *testing.T) {
 		NewWithT(t).Eventually(func(g Gomega) {
 			cur := fetch(g, mc)
 			g.Expect(cur.Status.ObservedGeneration).To(Equal(cur.Generation))
-			g.Expect(cur.Status.Conditions).To(HaveLen(4))
+			g.Expect(cur.Status.Conditions).To(HaveLen(5))
 			for _, c := range cur.Status.Conditions {
 				g.Expect(c.ObservedGeneration).To(Equal(cur.Generation), "change %d: condition %s", i, c.Type)
 			}

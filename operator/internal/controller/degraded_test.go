@@ -11,10 +11,11 @@ import (
 )
 
 // When the apiserver rejects the pod template (here: a node selector value
-// that is not a valid label value, which the Memcached schema cannot know),
-// the Memcached turns Degraded with the apiserver's message, a Warning event
-// is recorded, and retries back off instead of hammering the apiserver.
-// Fixing the spec recovers.
+// that is not a valid label value, which the CRD leaves to the apiserver),
+// the Memcached turns Degraded and Stalled (reason Invalid) with the
+// apiserver's message, so kstatus reports Failed at once; a Warning event is
+// recorded, and retries back off instead of hammering the apiserver. Fixing
+// the spec recovers.
 func TestRejectedPodTemplateDegrades(t *testing.T) {
 	g := NewWithT(t)
 	ns := newNamespace(t)
@@ -26,11 +27,14 @@ func TestRejectedPodTemplateDegrades(t *testing.T) {
 	NewWithT(t).Eventually(func(g Gomega) {
 		c := condition(g, mc, cachev1alpha1.ConditionDegraded)
 		g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
-		g.Expect(c.Reason).To(Equal(cachev1alpha1.ReasonApplyFailed))
+		g.Expect(c.Reason).To(Equal(cachev1alpha1.ReasonInvalid))
 		g.Expect(c.Message).To(ContainSubstring("spec.template.spec.nodeSelector"))
+		stalled := condition(g, mc, cachev1alpha1.ConditionStalled)
+		g.Expect(stalled.Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(stalled.Reason).To(Equal(cachev1alpha1.ReasonInvalid))
 		ready := condition(g, mc, cachev1alpha1.ConditionReady)
 		g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
-		g.Expect(ready.Reason).To(Equal(cachev1alpha1.ReasonApplyFailed))
+		g.Expect(ready.Reason).To(Equal(cachev1alpha1.ReasonInvalid))
 	}, timeout, interval).Should(Succeed())
 	NewWithT(t).Eventually(func(g Gomega) []string { return eventReasons(g, mc) }, timeout, interval).Should(ContainElement(EventApplyFailed))
 
@@ -44,6 +48,7 @@ func TestRejectedPodTemplateDegrades(t *testing.T) {
 	update(t, mc, func(m *cachev1alpha1.Memcached) { m.Spec.NodeSelector = map[string]string{"pool": "cache"} })
 	NewWithT(t).Eventually(func(g Gomega) {
 		g.Expect(condition(g, mc, cachev1alpha1.ConditionDegraded).Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(condition(g, mc, cachev1alpha1.ConditionStalled).Status).To(Equal(metav1.ConditionFalse))
 	}, timeout, interval).Should(Succeed())
 	markDeploymentReady(t, mc)
 	expectReady(t, mc)

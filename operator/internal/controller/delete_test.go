@@ -45,3 +45,37 @@ func TestDeleteRemovesEverything(t *testing.T) {
 		})
 	}
 }
+
+// `kubectl delete --cascade=orphan` asks to keep what the Memcached owns.
+// The finalizer honours it: the Deployment, Service and budget stay, an
+// "Orphaned" event says so, and the finalizer is released. (envtest runs no
+// garbage collector, so the apiserver's orphan finalizer stays on the
+// Memcached here; test/e2e proves the whole story with the collector.)
+func TestOrphanDeleteKeepsOwnedObjects(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	mc := newMemcached(ns, "orphaned", 3)
+	createReady(t, mc)
+
+	g.Expect(k8sClient.Delete(testCtx, mc, client.PropagationPolicy(metav1.DeletePropagationOrphan))).To(Succeed())
+	NewWithT(t).Eventually(func(g Gomega) {
+		cur := fetch(g, mc)
+		g.Expect(cur.Finalizers).NotTo(ContainElement(cachev1alpha1.Finalizer))
+		g.Expect(cur.Finalizers).To(ContainElement(metav1.FinalizerOrphanDependents))
+	}, timeout, interval).Should(Succeed())
+	NewWithT(t).Eventually(func(g Gomega) []string { return eventReasons(g, mc) }, timeout, interval).Should(ContainElement(EventOrphaned))
+	for _, obj := range []client.Object{
+		deploymentOf(mc),
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: mc.Name}},
+		&policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: mc.Name}},
+	} {
+		g.Expect(k8sClient.Get(testCtx, key(obj), obj)).To(Succeed(), "%T must be kept", obj)
+		g.Expect(obj.GetDeletionTimestamp()).To(BeNil())
+	}
+	g.Expect(eventReasons(g, mc)).NotTo(ContainElement(EventDeleted))
+
+	// Release the Memcached as the garbage collector would.
+	cur := fetch(g, mc)
+	cur.Finalizers = nil
+	g.Expect(k8sClient.Update(testCtx, cur)).To(Succeed())
+}

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -24,7 +25,7 @@ func (r *MemcachedReconciler) ensureFinalizer(ctx context.Context, before, mc *c
 	if controllerutil.ContainsFinalizer(mc, cachev1alpha1.Finalizer) {
 		return nil
 	}
-	applied, err := r.applyFinalizers(ctx, mc, []string{cachev1alpha1.Finalizer})
+	applied, err := r.applyFinalizer(ctx, mc)
 	if err != nil || applied == nil {
 		return err
 	}
@@ -35,64 +36,74 @@ func (r *MemcachedReconciler) ensureFinalizer(ctx context.Context, before, mc *c
 	return nil
 }
 
-// finalize runs once a Memcached is being deleted: it deletes the owned
-// objects, reports it, and releases the finalizer. It never waits for the
-// objects to disappear (garbage collection of their pods is the cluster's
-// job), so a deleted Memcached goes away within one reconcile.
+// finalize runs once a Memcached is being deleted. It deletes the owned
+// objects and reports it, unless the deletion asked to orphan them
+// (`kubectl delete --cascade=orphan`: the garbage collector then removes
+// their owner references and they stay), and releases the finalizer. It
+// never waits for the objects to disappear (garbage collection of their pods
+// is the cluster's job) and skips objects that are already gone, so a
+// deleted Memcached goes away within one reconcile, with foreground
+// deletion too.
 func (r *MemcachedReconciler) finalize(ctx context.Context, mc *cachev1alpha1.Memcached) error {
 	if !controllerutil.ContainsFinalizer(mc, cachev1alpha1.Finalizer) {
+		r.tracker().forget(mc.UID)
 		return nil
 	}
-	cur, err := r.readOwned(ctx, mc)
+	cur, err := r.readOwned(ctx, mc, false)
 	if err != nil {
 		return err
 	}
 
-	var deleted []string
+	var kinds []string
 	var errs []error
-	for _, o := range []struct {
-		kind   string
-		obj    client.Object
-		exists bool
-	}{
-		{"Deployment", &cur.deployment, cur.hasDeployment},
-		{"Service", &cur.service, cur.hasService},
-		{"PodDisruptionBudget", &cur.pdb, cur.hasPDB},
-	} {
+	orphan := controllerutil.ContainsFinalizer(mc, metav1.FinalizerOrphanDependents)
+	for _, o := range cur.all() {
 		if !o.exists {
 			continue
 		}
-		if err := r.deleteOwned(ctx, mc, o.obj); err != nil {
-			errs = append(errs, err)
-			continue
+		if !orphan {
+			if err := r.deleteOwned(ctx, mc, o.live); err != nil {
+				errs = append(errs, err)
+				continue
+			}
 		}
-		deleted = append(deleted, o.kind)
+		kinds = append(kinds, o.kind)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	if len(deleted) > 0 {
-		r.event(ctx, mc, nil, corev1.EventTypeNormal, EventDeleted, "Delete", "deleted %s %s", strings.Join(deleted, ", "), mc.Name)
+	switch {
+	case len(kinds) > 0 && orphan:
+		r.event(ctx, mc, nil, corev1.EventTypeNormal, EventOrphaned, "Delete",
+			"left %s %s in place: the Memcached was deleted with propagation policy Orphan", strings.Join(kinds, ", "), mc.Name)
+	case len(kinds) > 0:
+		r.event(ctx, mc, nil, corev1.EventTypeNormal, EventDeleted, "Delete", "deleted %s %s", strings.Join(kinds, ", "), mc.Name)
 	}
-	applied, err := r.applyFinalizers(ctx, mc, nil)
-	if err != nil || applied == nil || !controllerutil.ContainsFinalizer(applied, cachev1alpha1.Finalizer) {
-		return err
-	}
-	mc.SetFinalizers(applied.GetFinalizers())
-	mc.SetResourceVersion(applied.GetResourceVersion())
-	// Another field manager also lists our finalizer (for example a manifest
-	// exported with it and re-applied), so releasing our claim left it in
-	// place. Remove it outright rather than leave the Memcached stuck.
-	base := mc.DeepCopy()
-	controllerutil.RemoveFinalizer(mc, cachev1alpha1.Finalizer)
-	return client.IgnoreNotFound(r.Patch(ctx, mc, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})))
+	return r.releaseFinalizer(ctx, mc)
 }
 
-// applyFinalizers server-side applies the operator's view of
-// metadata.finalizers: listing the finalizer claims it, an empty list
-// releases it (the apiserver removes entries no manager owns any more). It
-// returns the object as applied, or nil when it no longer exists.
-func (r *MemcachedReconciler) applyFinalizers(ctx context.Context, mc *cachev1alpha1.Memcached, finalizers []string) (*unstructured.Unstructured, error) {
+// releaseFinalizer removes the operator's finalizer and nothing else. It is
+// a merge patch of the list as read, guarded by the resourceVersion, not a
+// server-side apply: releasing through apply drops finalizers the apiserver
+// added during deletion without a field manager (orphan,
+// foregroundDeletion), which would defeat `--cascade=orphan` and foreground
+// deletion. A conflict (the garbage collector changed the list meanwhile)
+// retries with backoff.
+func (r *MemcachedReconciler) releaseFinalizer(ctx context.Context, mc *cachev1alpha1.Memcached) error {
+	base := mc.DeepCopy()
+	controllerutil.RemoveFinalizer(mc, cachev1alpha1.Finalizer)
+	r.tracker().forget(mc.UID)
+	if err := r.Patch(ctx, mc, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		return client.IgnoreNotFound(fmt.Errorf("release finalizer: %w", err))
+	}
+	return nil
+}
+
+// applyFinalizer server-side applies the operator's view of
+// metadata.finalizers: listing the finalizer claims it without touching
+// anyone else's. It returns the object as applied, or nil when it no longer
+// exists.
+func (r *MemcachedReconciler) applyFinalizer(ctx context.Context, mc *cachev1alpha1.Memcached) (*unstructured.Unstructured, error) {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(cachev1alpha1.GroupVersion.WithKind("Memcached"))
 	u.SetNamespace(mc.Namespace)
@@ -100,13 +111,14 @@ func (r *MemcachedReconciler) applyFinalizers(ctx context.Context, mc *cachev1al
 	// The UID pins the apply to this object: if it was deleted and recreated
 	// meanwhile, the apply fails instead of creating or touching the new one.
 	u.SetUID(mc.UID)
-	u.SetFinalizers(finalizers)
+	u.SetFinalizers([]string{cachev1alpha1.Finalizer})
 	if err := r.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		if apierrors.IsNotFound(err) || (apierrors.IsConflict(err) && r.gone(ctx, mc)) {
 			return nil, nil // deleted meanwhile: nothing left to hold or release
 		}
 		return nil, fmt.Errorf("apply finalizers: %w", err)
 	}
+	r.tracker().record(mc.UID, u.GetResourceVersion())
 	return u, nil
 }
 

@@ -11,8 +11,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -41,25 +43,33 @@ import (
 // Event reasons. Every change the operator makes is reported as an event on
 // the Memcached, with the changed object as the related object.
 const (
-	EventCreated      = "Created"
-	EventUpdated      = "Updated"
-	EventScaled       = "Scaled"
-	EventDeleted      = "Deleted"
-	EventPaused       = "Paused"
-	EventResumed      = "Resumed"
-	EventApplyFailed  = "ApplyFailed"
-	EventDeleteFailed = "DeleteFailed"
+	EventCreated        = "Created"
+	EventUpdated        = "Updated"
+	EventScaled         = "Scaled"
+	EventDeleted        = "Deleted"
+	EventOrphaned       = "Orphaned"
+	EventPaused         = "Paused"
+	EventResumed        = "Resumed"
+	EventApplyFailed    = "ApplyFailed"
+	EventDeleteFailed   = "DeleteFailed"
+	EventResourceExists = "ResourceExists"
 )
 
 // MemcachedReconciler reconciles Memcached objects.
 type MemcachedReconciler struct {
 	client.Client
-	Recorder events.EventRecorder
+	// APIReader reads from the apiserver, bypassing the cache: for objects
+	// the filtered cache cannot hold (a same-named object without the
+	// operator's labels) and for a fresh copy when the cache may be behind.
+	APIReader client.Reader
+	Recorder  events.EventRecorder
 	// Defaults fills what a Memcached leaves unset (images).
 	Defaults resources.Options
 	// MaxConcurrentReconciles is the number of Memcacheds reconciled in
 	// parallel. Zero means one.
 	MaxConcurrentReconciles int
+
+	writes *ownWrites
 }
 
 // The RBAC below is all the operator gets. It never reads Secrets or Pods:
@@ -77,11 +87,12 @@ type MemcachedReconciler struct {
 // Returned errors are retried by controller-runtime with per-object
 // exponential backoff (5ms doubling up to ~16 minutes), so a persistent
 // failure never becomes a hot loop.
-func (r *MemcachedReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
+func (r *MemcachedReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
 	mc := &cachev1alpha1.Memcached{}
 	if err := r.Get(ctx, req.NamespacedName, mc); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	r.tracker().caughtUp(mc.UID, mc.ResourceVersion)
 
 	if !mc.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.finalize(ctx, mc)
@@ -89,26 +100,49 @@ func (r *MemcachedReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 
 	before := mc.DeepCopy()
 	defer func() {
-		if err := r.patchStatus(ctx, before, mc); err != nil {
+		requeue, err := r.patchStatus(ctx, before, mc)
+		if err != nil {
 			retErr = errors.Join(retErr, err)
+		}
+		if requeue && retErr == nil {
+			result.RequeueAfter = staleRetry
 		}
 	}()
 	return ctrl.Result{}, r.reconcile(ctx, before, mc)
 }
 
-// owned is what the cache holds of the objects a Memcached owns. A missing
-// object is represented by exists=false and an empty object.
-type owned struct {
-	deployment    appsv1.Deployment
-	service       corev1.Service
-	pdb           policyv1.PodDisruptionBudget
-	hasDeployment bool
-	hasService    bool
-	hasPDB        bool
+// staleRetry is how soon a reconcile that found the cache behind the
+// apiserver runs again: about the time an informer takes to catch up.
+const staleRetry = 200 * time.Millisecond
+
+func (r *MemcachedReconciler) tracker() *ownWrites {
+	if r.writes == nil {
+		r.writes = newOwnWrites()
+	}
+	return r.writes
 }
 
+// ownedObject is one object a Memcached owns, as read before the apply.
+type ownedObject struct {
+	kind string
+	// live is the object as the apiserver holds it; empty when missing.
+	live client.Object
+	// exists: live is the object and this Memcached controls it.
+	exists bool
+	// takenBy is set when an object of that name exists and this Memcached
+	// does not control it: the operator leaves it alone.
+	takenBy *resourceExistsError
+}
+
+// owned is what the cluster holds of the objects a Memcached owns.
+type owned struct {
+	deployment, service, pdb ownedObject
+}
+
+func (o *owned) all() []*ownedObject { return []*ownedObject{&o.deployment, &o.service, &o.pdb} }
+
 func (r *MemcachedReconciler) reconcile(ctx context.Context, before, mc *cachev1alpha1.Memcached) error {
-	cur, err := r.readOwned(ctx, mc)
+	cur, err := r.readOwned(ctx, mc, resources.PodDisruptionBudget(mc) != nil)
 	if err != nil {
 		return err
 	}
@@ -120,7 +154,7 @@ func (r *MemcachedReconciler) reconcile(ctx context.Context, before, mc *cachev1
 		if !wasPaused(before) {
 			r.event(ctx, mc, nil, corev1.EventTypeNormal, EventPaused, "Pause", "spec.paused is true: owned objects are left as they are")
 		}
-		summarize(mc, deploymentOrNil(cur), nil)
+		summarize(mc, cur.liveDeployment(), nil)
 		return nil
 	}
 	if wasPaused(before) {
@@ -128,41 +162,69 @@ func (r *MemcachedReconciler) reconcile(ctx context.Context, before, mc *cachev1
 	}
 
 	applyErr := r.applyOwned(ctx, before, mc, cur)
-	summarize(mc, deploymentOrNil(cur), applyErr)
+	summarize(mc, cur.liveDeployment(), applyErr)
 	return applyErr
 }
 
-func (r *MemcachedReconciler) readOwned(ctx context.Context, mc *cachev1alpha1.Memcached) (*owned, error) {
-	cur := &owned{}
+// readOwned reads the objects named after mc. The cache holds only objects
+// carrying the operator's labels, so an object missing from it is looked up
+// in the apiserver before anything is created: a same-named object without
+// the labels (a cache being migrated to the operator, say) must be seen, or
+// the forced apply would silently take it over. The budget is read only
+// when it is wanted or may have to be deleted.
+func (r *MemcachedReconciler) readOwned(ctx context.Context, mc *cachev1alpha1.Memcached, wantPDB bool) (*owned, error) {
+	cur := &owned{
+		deployment: ownedObject{kind: "Deployment", live: &appsv1.Deployment{}},
+		service:    ownedObject{kind: "Service", live: &corev1.Service{}},
+		pdb:        ownedObject{kind: "PodDisruptionBudget", live: &policyv1.PodDisruptionBudget{}},
+	}
 	key := types.NamespacedName{Namespace: mc.Namespace, Name: mc.Name}
-	var err error
-	if cur.hasDeployment, err = r.getOwned(ctx, mc, key, &cur.deployment); err != nil {
-		return nil, err
-	}
-	if cur.hasService, err = r.getOwned(ctx, mc, key, &cur.service); err != nil {
-		return nil, err
-	}
-	if cur.hasPDB, err = r.getOwned(ctx, mc, key, &cur.pdb); err != nil {
-		return nil, err
+	for _, o := range cur.all() {
+		if err := r.readOne(ctx, mc, key, o, o != &cur.pdb || wantPDB); err != nil {
+			return nil, err
+		}
 	}
 	return cur, nil
 }
 
-// getOwned reads obj from the cache. An object of the same name that this
-// Memcached does not control is reported as missing; applying over it then
-// fails on the controller reference instead of silently taking it over.
-func (r *MemcachedReconciler) getOwned(ctx context.Context, mc *cachev1alpha1.Memcached, key types.NamespacedName, obj client.Object) (bool, error) {
-	if err := r.Get(ctx, key, obj); err != nil {
-		return false, client.IgnoreNotFound(err)
+func (r *MemcachedReconciler) readOne(ctx context.Context, mc *cachev1alpha1.Memcached, key types.NamespacedName, o *ownedObject, wanted bool) error {
+	err := r.Get(ctx, key, o.live)
+	if apierrors.IsNotFound(err) && wanted && r.APIReader != nil {
+		err = r.APIReader.Get(ctx, key, o.live)
 	}
-	return metav1.IsControlledBy(obj, mc), nil
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("read %s %s: %w", o.kind, key.Name, err)
+	case metav1.IsControlledBy(o.live, mc):
+		o.exists = true
+	default:
+		o.takenBy = &resourceExistsError{kind: o.kind, name: key.Name, owner: metav1.GetControllerOf(o.live)}
+	}
+	return nil
 }
 
-func deploymentOrNil(cur *owned) *appsv1.Deployment {
-	if !cur.hasDeployment {
+func (o *owned) liveDeployment() *appsv1.Deployment {
+	if !o.deployment.exists {
 		return nil
 	}
-	return &cur.deployment
+	return o.deployment.live.(*appsv1.Deployment)
+}
+
+// resourceExistsError: an object the operator would create exists and is
+// not controlled by the Memcached.
+type resourceExistsError struct {
+	kind, name string
+	owner      *metav1.OwnerReference
+}
+
+func (e *resourceExistsError) Error() string {
+	by := "no controller"
+	if e.owner != nil {
+		by = "controller " + e.owner.Kind + "/" + e.owner.Name
+	}
+	return fmt.Sprintf("%s %s already exists and is not controlled by this Memcached (%s): the operator leaves it alone; delete or rename it, or rename the Memcached", e.kind, e.name, by)
 }
 
 // applyOwned adds the finalizer and applies the Deployment, Service and
@@ -173,58 +235,63 @@ func deploymentOrNil(cur *owned) *appsv1.Deployment {
 // others.
 func (r *MemcachedReconciler) applyOwned(ctx context.Context, before, mc *cachev1alpha1.Memcached, cur *owned) error {
 	type outcome struct {
-		kind    string
 		changed bool
-		existed bool
 		err     error
 	}
-	oldReplicas := ptr.Deref(cur.deployment.Spec.Replicas, 0)
-	deployment, service, pdb := resources.Deployment(mc, r.Defaults), resources.Service(mc), resources.PodDisruptionBudget(mc)
-	outcomes := make([]outcome, 3)
+	var oldReplicas int32
+	if d := cur.liveDeployment(); d != nil {
+		oldReplicas = ptr.Deref(d.Spec.Replicas, 0)
+	}
+	desired := []runtime.ApplyConfiguration{resources.Deployment(mc, r.Defaults), resources.Service(mc), nil}
+	if pdb := resources.PodDisruptionBudget(mc); pdb != nil {
+		desired[2] = pdb
+	}
+	objects := cur.all()
+	outcomes := make([]outcome, len(objects))
 	var finalizerErr error
 	var wg sync.WaitGroup
-	apply := func(i int, kind string, desired runtime.ApplyConfiguration, live client.Object, exists bool) {
-		wg.Go(func() {
-			changed, err := r.applyIfChanged(ctx, desired, live, exists)
-			outcomes[i] = outcome{kind: kind, changed: changed, existed: exists, err: err}
-		})
-	}
 	if !controllerutil.ContainsFinalizer(mc, cachev1alpha1.Finalizer) {
 		wg.Go(func() { finalizerErr = r.ensureFinalizer(ctx, before, mc) })
 	}
-	apply(0, "Deployment", deployment, &cur.deployment, cur.hasDeployment)
-	apply(1, "Service", service, &cur.service, cur.hasService)
-	if pdb != nil {
-		apply(2, "PodDisruptionBudget", pdb, &cur.pdb, cur.hasPDB)
+	for i, o := range objects {
+		if desired[i] == nil || o.takenBy != nil {
+			continue
+		}
+		wg.Go(func() {
+			changed, err := r.applyIfChanged(ctx, desired[i], o.live, o.exists)
+			outcomes[i] = outcome{changed: changed, err: err}
+		})
 	}
 	wg.Wait()
 
 	errs := []error{finalizerErr}
 	var created, updated []string
-	for _, o := range outcomes {
-		switch {
-		case o.kind == "" || (!o.changed && o.err == nil):
-		case o.err != nil:
-			errs = append(errs, r.applyFailed(ctx, mc, o.kind, o.err))
-		case o.existed:
+	for i, o := range objects {
+		switch out := outcomes[i]; {
+		case o.takenBy != nil && desired[i] != nil:
+			r.event(ctx, mc, nil, corev1.EventTypeWarning, EventResourceExists, "Apply", "%s", o.takenBy.Error())
+			errs = append(errs, o.takenBy)
+		case out.err != nil:
+			errs = append(errs, r.applyFailed(ctx, mc, o.kind, out.err))
+		case !out.changed:
+		case o.exists:
 			updated = append(updated, o.kind)
 		default:
 			created = append(created, o.kind)
+			o.exists = true
 		}
 	}
-	if o := outcomes[0]; o.err == nil {
-		cur.hasDeployment = cur.hasDeployment || o.changed
-		if o.changed && o.existed && oldReplicas != mc.GetSize() {
-			r.event(ctx, mc, &cur.deployment, corev1.EventTypeNormal, EventScaled, "Scale",
-				"scaled Deployment %s from %d to %d pods", mc.Name, oldReplicas, mc.GetSize())
-		}
+	if outcomes[0].changed && cur.deployment.exists && oldReplicas != mc.GetSize() && slices.Contains(updated, "Deployment") {
+		r.event(ctx, mc, cur.deployment.live, corev1.EventTypeNormal, EventScaled, "Scale",
+			"scaled Deployment %s from %d to %d pods", mc.Name, oldReplicas, mc.GetSize())
 	}
-	if pdb == nil && cur.hasPDB {
-		if err := r.deleteOwned(ctx, mc, &cur.pdb); err != nil {
+	if desired[2] == nil && cur.pdb.exists {
+		if err := r.deleteOwned(ctx, mc, cur.pdb.live); err != nil {
 			errs = append(errs, err)
 		} else {
-			r.event(ctx, mc, &cur.pdb, corev1.EventTypeNormal, EventDeleted, "Delete",
-				"deleted PodDisruptionBudget %s: it is no longer wanted", cur.pdb.Name)
+			cur.pdb.exists = false
+			r.event(ctx, mc, cur.pdb.live, corev1.EventTypeNormal, EventDeleted, "Delete",
+				"deleted PodDisruptionBudget %s: it is no longer wanted", mc.Name)
 		}
 	}
 
@@ -256,24 +323,60 @@ func (r *MemcachedReconciler) deleteOwned(ctx context.Context, mc *cachev1alpha1
 	uid := obj.GetUID()
 	err := r.Delete(ctx, obj, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
 	if err != nil && !apierrors.IsNotFound(err) {
-		err = fmt.Errorf("delete %T %s: %w", obj, obj.GetName(), err)
+		err = fmt.Errorf("delete %s %s: %w", kindOf(obj), obj.GetName(), err)
 		r.event(ctx, mc, obj, corev1.EventTypeWarning, EventDeleteFailed, "Delete", "%s", err.Error())
 		return err
 	}
 	return nil
 }
 
-// patchStatus writes status if the reconcile changed it. A merge patch
-// without a resourceVersion precondition cannot conflict: the operator is
-// the only writer of this status.
-func (r *MemcachedReconciler) patchStatus(ctx context.Context, before, mc *cachev1alpha1.Memcached) error {
+func kindOf(obj client.Object) string {
+	switch obj.(type) {
+	case *appsv1.Deployment:
+		return "Deployment"
+	case *corev1.Service:
+		return "Service"
+	case *policyv1.PodDisruptionBudget:
+		return "PodDisruptionBudget"
+	}
+	return fmt.Sprintf("%T", obj)
+}
+
+// patchStatus writes status if the reconcile changed it, and reports
+// whether the reconcile should run again because the cache was behind.
+//
+// The decision is made against fresh data: when the cached Memcached may
+// predate the operator's own last write, the apiserver's copy is read
+// first, so that an unchanged-looking status is never skipped while the
+// apiserver holds another one. The merge patch carries the resourceVersion
+// it was computed against, so a patch based on a stale copy fails with a
+// conflict instead of mixing old and new fields; the reconcile then runs
+// again.
+func (r *MemcachedReconciler) patchStatus(ctx context.Context, before, mc *cachev1alpha1.Memcached) (bool, error) {
+	if r.tracker().mayBeStale(mc.UID, before.ResourceVersion) && r.APIReader != nil {
+		fresh := &cachev1alpha1.Memcached{}
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(mc), fresh); err != nil {
+			return false, client.IgnoreNotFound(fmt.Errorf("read status: %w", err))
+		}
+		if fresh.UID != mc.UID || fresh.Generation != mc.Generation {
+			// A newer spec: its own watch event reconciles it.
+			return false, nil
+		}
+		before = fresh
+		mc.ResourceVersion = fresh.ResourceVersion
+	}
 	if equality.Semantic.DeepEqual(before.Status, mc.Status) {
-		return nil
+		return false, nil
 	}
-	if err := r.Status().Patch(ctx, mc, client.MergeFrom(before)); err != nil {
-		return client.IgnoreNotFound(fmt.Errorf("patch status: %w", err))
+	err := r.Status().Patch(ctx, mc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+	switch {
+	case apierrors.IsConflict(err):
+		return true, nil
+	case err != nil:
+		return false, client.IgnoreNotFound(fmt.Errorf("patch status: %w", err))
 	}
-	return nil
+	r.tracker().record(mc.UID, mc.ResourceVersion)
+	return false, nil
 }
 
 func wasPaused(mc *cachev1alpha1.Memcached) bool {
@@ -299,15 +402,31 @@ func (r *MemcachedReconciler) event(ctx context.Context, mc *cachev1alpha1.Memca
 	}
 }
 
-// SetupWithManager registers the controller. Memcached events pass only when
-// the spec (generation) or annotations change; status updates of the
-// operator's own writes do not trigger reconciles. Owned objects trigger the
-// owning Memcached on any change, so status follows the Deployment and drift
-// is healed as soon as it happens.
+// changedByOthers passes Memcached updates that the operator did not make
+// itself and that change more than the spec: a status edited by hand, a
+// finalizer or label added by another client. The operator's own status
+// patches and finalizer applies are recognised by their resourceVersion.
+func (r *MemcachedReconciler) changedByOthers() predicate.Funcs {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return !r.tracker().isOwn(e.ObjectNew.GetUID(), e.ObjectNew.GetResourceVersion())
+		},
+	}
+}
+
+// SetupWithManager registers the controller. Memcached events pass when the
+// spec (generation) or annotations change, or when someone other than the
+// operator changed the object (a hand-edited status is put right); the
+// operator's own status writes do not trigger reconciles. Owned objects
+// trigger the owning Memcached on any change, so status follows the
+// Deployment and drift is healed as soon as it happens.
 func (r *MemcachedReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.APIReader == nil {
+		r.APIReader = mgr.GetAPIReader()
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&cachev1alpha1.Memcached{}, builder.WithPredicates(
-			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, r.changedByOthers()))).
 		// The operator creates its objects itself, so their create events
 		// (one per object at start-up, one after every create) only cost a
 		// reconcile that finds nothing to do; updates and deletes are what

@@ -1,10 +1,12 @@
 package controller
 
 import (
+	"errors"
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -39,11 +41,16 @@ func summarize(mc *cachev1alpha1.Memcached, dep *appsv1.Deployment, applyErr err
 		})
 	}
 
-	degradedReason, degradedMessage := degraded(dep, applyErr)
+	degradedReason, degradedMessage, stalled := degraded(dep, applyErr)
 	if degradedReason != "" {
 		set(cachev1alpha1.ConditionDegraded, metav1.ConditionTrue, degradedReason, degradedMessage)
 	} else {
 		set(cachev1alpha1.ConditionDegraded, metav1.ConditionFalse, cachev1alpha1.ReasonAsExpected, "The owned objects are accepted and the rollout is within its deadline.")
+	}
+	if stalled {
+		set(cachev1alpha1.ConditionStalled, metav1.ConditionTrue, degradedReason, degradedMessage)
+	} else {
+		set(cachev1alpha1.ConditionStalled, metav1.ConditionFalse, cachev1alpha1.ReasonAsExpected, "Nothing blocks progress.")
 	}
 
 	if dep == nil {
@@ -80,18 +87,37 @@ func summarize(mc *cachev1alpha1.Memcached, dep *appsv1.Deployment, applyErr err
 	}
 }
 
-// degraded returns a reason and message when the spec cannot be realised.
-func degraded(dep *appsv1.Deployment, applyErr error) (string, string) {
+// degraded returns a reason and message when the spec cannot be realised,
+// and whether the operator is stalled: it cannot make progress until someone
+// changes the spec or the cluster. An apply rejected as invalid or
+// forbidden, a name taken by someone else's object, pods the cluster refuses
+// to create and an exceeded rollout deadline stall; other apply errors
+// (timeouts, conflicts, an apiserver restart) only degrade, since a retry
+// may pass.
+func degraded(dep *appsv1.Deployment, applyErr error) (reason, message string, stalled bool) {
 	if applyErr != nil {
-		return cachev1alpha1.ReasonApplyFailed, applyErr.Error()
-	}
-	if dep != nil {
-		if c := deploymentCondition(dep, appsv1.DeploymentProgressing); c != nil &&
-			c.Status == corev1.ConditionFalse && c.Reason == cachev1alpha1.ReasonProgressDeadlineExceeded {
-			return cachev1alpha1.ReasonProgressDeadlineExceeded, c.Message
+		var taken *resourceExistsError
+		switch {
+		case errors.As(applyErr, &taken):
+			return cachev1alpha1.ReasonResourceExists, applyErr.Error(), true
+		case apierrors.IsForbidden(applyErr):
+			return cachev1alpha1.ReasonForbidden, applyErr.Error(), true
+		case apierrors.IsInvalid(applyErr) || apierrors.IsBadRequest(applyErr):
+			return cachev1alpha1.ReasonInvalid, applyErr.Error(), true
 		}
+		return cachev1alpha1.ReasonApplyFailed, applyErr.Error(), false
 	}
-	return "", ""
+	if dep == nil {
+		return "", "", false
+	}
+	if c := deploymentCondition(dep, appsv1.DeploymentReplicaFailure); c != nil && c.Status == corev1.ConditionTrue {
+		return cachev1alpha1.ReasonReplicaFailure, fmt.Sprintf("The Deployment cannot create pods: %s", c.Message), true
+	}
+	if c := deploymentCondition(dep, appsv1.DeploymentProgressing); c != nil &&
+		c.Status == corev1.ConditionFalse && c.Reason == cachev1alpha1.ReasonProgressDeadlineExceeded {
+		return cachev1alpha1.ReasonProgressDeadlineExceeded, c.Message, true
+	}
+	return "", "", false
 }
 
 // rollout returns a reason and message while the Deployment has not reached

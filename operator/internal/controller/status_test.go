@@ -2,13 +2,16 @@ package controller
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 
 	cachev1alpha1 "github.com/example/memcached-operator/operator/api/v1alpha1"
@@ -44,7 +47,7 @@ func TestSummarize(t *testing.T) {
 		{
 			name: "no Deployment yet", dep: nil,
 			wantReady: metav1.ConditionFalse, wantReason: cachev1alpha1.ReasonWaitingForDeployment,
-			want: map[string]metav1.ConditionStatus{"Available": "False", "Progressing": "True", "Degraded": "False"},
+			want: map[string]metav1.ConditionStatus{"Available": "False", "Progressing": "True", "Degraded": "False", "Stalled": "False"},
 		},
 		{
 			name: "all pods ready", dep: deployment(3, nil),
@@ -81,12 +84,42 @@ func TestSummarize(t *testing.T) {
 				})
 			}),
 			wantReady: metav1.ConditionFalse, wantReason: cachev1alpha1.ReasonProgressDeadlineExceeded,
-			want: map[string]metav1.ConditionStatus{"Degraded": "True"},
+			want: map[string]metav1.ConditionStatus{"Degraded": "True", "Stalled": "True"},
 		},
 		{
-			name: "apply rejected", dep: deployment(3, nil), applyErr: errors.New("spec.template: Invalid value"),
+			name: "the cluster refuses to create pods",
+			dep: deployment(3, func(s *appsv1.DeploymentStatus) {
+				s.Replicas, s.UpdatedReplicas, s.ReadyReplicas, s.AvailableReplicas = 0, 0, 0, 0
+				s.Conditions = append(s.Conditions, appsv1.DeploymentCondition{
+					Type: appsv1.DeploymentReplicaFailure, Status: corev1.ConditionTrue, Reason: "FailedCreate",
+					Message: `pods "x-1" is forbidden: exceeded quota: pods, requested: pods=1, used: pods=0, limited: pods=0`,
+				})
+			}),
+			wantReady: metav1.ConditionFalse, wantReason: cachev1alpha1.ReasonReplicaFailure,
+			want: map[string]metav1.ConditionStatus{"Degraded": "True", "Stalled": "True"},
+		},
+		{
+			name: "apply failed for a reason that may pass", dep: deployment(3, nil), applyErr: errors.New("the server was unable to return a response in the time allotted"),
 			wantReady: metav1.ConditionFalse, wantReason: cachev1alpha1.ReasonApplyFailed,
-			want: map[string]metav1.ConditionStatus{"Degraded": "True", "Available": "True"},
+			want: map[string]metav1.ConditionStatus{"Degraded": "True", "Stalled": "False", "Available": "True"},
+		},
+		{
+			name: "apply rejected as invalid", dep: deployment(3, nil),
+			applyErr:  fmt.Errorf("apply Deployment m: %w", apierrors.NewInvalid(schema.GroupKind{Group: "apps", Kind: "Deployment"}, "m", nil)),
+			wantReady: metav1.ConditionFalse, wantReason: cachev1alpha1.ReasonInvalid,
+			want: map[string]metav1.ConditionStatus{"Degraded": "True", "Stalled": "True", "Available": "True"},
+		},
+		{
+			name: "apply forbidden", dep: deployment(3, nil),
+			applyErr:  errors.Join(nil, fmt.Errorf("apply Deployment m: %w", apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, "m", errors.New("RBAC")))),
+			wantReady: metav1.ConditionFalse, wantReason: cachev1alpha1.ReasonForbidden,
+			want: map[string]metav1.ConditionStatus{"Degraded": "True", "Stalled": "True"},
+		},
+		{
+			name: "a Service of that name belongs to someone else", dep: deployment(3, nil),
+			applyErr:  errors.Join(&resourceExistsError{kind: "Service", name: "m"}),
+			wantReady: metav1.ConditionFalse, wantReason: cachev1alpha1.ReasonResourceExists,
+			want: map[string]metav1.ConditionStatus{"Degraded": "True", "Stalled": "True"},
 		},
 		{
 			name: "paused and in place", paused: true, dep: deployment(3, nil),
@@ -108,7 +141,7 @@ func TestSummarize(t *testing.T) {
 			summarize(mc, tt.dep, tt.applyErr)
 
 			g.Expect(mc.Status.ObservedGeneration).To(Equal(int64(7)))
-			g.Expect(mc.Status.Conditions).To(HaveLen(4))
+			g.Expect(mc.Status.Conditions).To(HaveLen(5))
 			for _, c := range mc.Status.Conditions {
 				g.Expect(c.ObservedGeneration).To(Equal(int64(7)))
 				g.Expect(c.Message).NotTo(BeEmpty())

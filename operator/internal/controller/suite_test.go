@@ -12,10 +12,14 @@ import (
 	"time"
 
 	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -37,6 +41,10 @@ var (
 	managerRequests = &requestCounter{}
 	testCtx         context.Context
 )
+
+// unmanagedNamespace is outside the manager's cache: tests that call a
+// reconciler of their own work there.
+const unmanagedNamespace = "unmanaged"
 
 var testDefaults = resources.Options{MemcachedImage: "memcached:1.6.39-alpine", ExporterImage: "quay.io/prometheus/memcached-exporter:v0.15.0"}
 
@@ -83,11 +91,17 @@ func runSuite(m *testing.M) int {
 	mgrCfg := rest.CopyConfig(cfg)
 	mgrCfg.Wrap(managerRequests.wrap)
 	mgrCfg.QPS, mgrCfg.Burst = 200, 400
+	cacheOpts := CacheOptions(nil)
+	// The manager leaves one namespace alone, so a test can drive a
+	// reconciler of its own there without the manager racing it.
+	cacheOpts.DefaultNamespaces = map[string]cache.Config{
+		cache.AllNamespaces: {FieldSelector: fields.OneTermNotEqualSelector("metadata.namespace", unmanagedNamespace)},
+	}
 	mgr, err := ctrl.NewManager(mgrCfg, ctrl.Options{
 		Scheme:                 testScheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Cache:                  CacheOptions(nil),
+		Cache:                  cacheOpts,
 	})
 	if err != nil {
 		panic(err)
@@ -108,6 +122,12 @@ func runSuite(m *testing.M) int {
 	go func() { done <- mgr.Start(testCtx) }()
 	if !mgr.GetCache().WaitForCacheSync(testCtx) {
 		fmt.Fprintln(os.Stderr, "manager cache did not sync")
+		cancel()
+		return 1
+	}
+
+	if err := k8sClient.Create(testCtx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: unmanagedNamespace}}); err != nil {
+		fmt.Fprintf(os.Stderr, "create namespace %s: %v\n", unmanagedNamespace, err)
 		cancel()
 		return 1
 	}

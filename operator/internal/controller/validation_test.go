@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -30,6 +32,13 @@ func TestInvalidSpecsAreRejected(t *testing.T) {
 	}
 	quantity := func(s string) *resource.Quantity { return ptr.To(resource.MustParse(s)) }
 
+	extraArgs := func(args ...string) func(*cachev1alpha1.Memcached) {
+		return cfg(cachev1alpha1.MemcachedConfig{ExtraArgs: args})
+	}
+	named := func(name string) func(*cachev1alpha1.Memcached) {
+		return func(m *cachev1alpha1.Memcached) { m.Name = name }
+	}
+
 	tests := []struct {
 		name    string
 		size    int32
@@ -38,24 +47,82 @@ func TestInvalidSpecsAreRejected(t *testing.T) {
 	}{
 		{"negative size", -1, nil, []string{"spec.size", "greater than or equal to 0"}},
 		{"size above 64", 65, nil, []string{"spec.size", "less than or equal to 64"}},
+		{"name longer than a label value", 1, named(strings.Repeat("a", 64)), []string{"metadata.name", "at most 63"}},
+		{"name with a dot", 1, named("cache.v2"), []string{"metadata.name", "DNS-1035 label"}},
+		{"name starting with a digit", 1, named("1cache"), []string{"metadata.name", "starting with a letter"}},
 		{"image with spaces", 1, func(m *cachev1alpha1.Memcached) { m.Spec.Image = "memcached 1.6" }, []string{"spec.image", "must be an image reference"}},
 		{"image with an upper-case path", 1, func(m *cachev1alpha1.Memcached) { m.Spec.Image = "example.com/Cache/memcached:1" }, []string{"spec.image"}},
+		{"unknown pull policy", 1, func(m *cachev1alpha1.Memcached) { m.Spec.ImagePullPolicy = "Sometimes" }, []string{"spec.imagePullPolicy", "Unsupported value"}},
+		{"service account with upper case", 1, func(m *cachev1alpha1.Memcached) { m.Spec.ServiceAccountName = "Cache" }, []string{"spec.serviceAccountName"}},
+		{"priority class with a space", 1, func(m *cachev1alpha1.Memcached) { m.Spec.PriorityClassName = "high priority" }, []string{"spec.priorityClassName"}},
+		{"pod label that would steal the selector", 1, func(m *cachev1alpha1.Memcached) {
+			m.Spec.PodMetadata = &cachev1alpha1.PodMetadata{Labels: map[string]string{"app.kubernetes.io/instance": "other"}}
+		}, []string{"spec.podMetadata.labels", "must not set app.kubernetes.io/name, instance or managed-by"}},
+		{"pod annotation in the operator's prefix", 1, func(m *cachev1alpha1.Memcached) {
+			m.Spec.PodMetadata = &cachev1alpha1.PodMetadata{Annotations: map[string]string{"cache.example.com/config-hash": "x"}}
+		}, []string{"spec.podMetadata.annotations", "cache.example.com/"}},
+		{"unknown user id policy", 1, func(m *cachev1alpha1.Memcached) {
+			m.Spec.PodSecurity = &cachev1alpha1.PodSecuritySpec{UserID: "Root"}
+		}, []string{"spec.podSecurity.userID", "Unsupported value"}},
+		{"negative revision history", 1, func(m *cachev1alpha1.Memcached) { m.Spec.RevisionHistoryLimit = ptr.To[int32](-1) }, []string{"spec.revisionHistoryLimit"}},
 		{"too little memory", 1, cfg(cachev1alpha1.MemcachedConfig{MaxMemoryMB: ptr.To[int32](4)}), []string{"spec.memcached.maxMemoryMB", "greater than or equal to 8"}},
 		{"zero connections", 1, cfg(cachev1alpha1.MemcachedConfig{MaxConnections: ptr.To[int32](0)}), []string{"spec.memcached.maxConnections"}},
+		// memcached 1.6 with -c 1 -t 1: "Too many open files"; with -c 12 -t 1: "Maxconns setting is too low".
+		{"too few connections for the threads (measured: memcached exits 1)", 1, cfg(cachev1alpha1.MemcachedConfig{MaxConnections: ptr.To[int32](1), Threads: ptr.To[int32](1)}), []string{"spec.memcached.maxConnections", "at least 5 x threads + 16"}},
+		{"too few connections for the default threads", 1, cfg(cachev1alpha1.MemcachedConfig{MaxConnections: ptr.To[int32](35)}), []string{"spec.memcached.maxConnections", "36 with the default 4 threads"}},
 		{"zero threads", 1, cfg(cachev1alpha1.MemcachedConfig{Threads: ptr.To[int32](0)}), []string{"spec.memcached.threads"}},
 		{"verbosity 3", 1, cfg(cachev1alpha1.MemcachedConfig{Verbosity: 3}), []string{"spec.memcached.verbosity", "less than or equal to 2"}},
-		{"item size 1m means a milli-byte", 1, cfg(cachev1alpha1.MemcachedConfig{MaxItemSize: quantity("1m")}), []string{"spec.memcached.maxItemSize", "whole number of bytes", "1Mi"}},
-		{"item size above 1Gi", 1, cfg(cachev1alpha1.MemcachedConfig{MaxMemoryMB: ptr.To[int32](8192), MaxItemSize: quantity("2Gi")}), []string{"spec.memcached.maxItemSize", "between 1Ki and 1Gi"}},
+		{"item size 1m means a milli-byte", 1, cfg(cachev1alpha1.MemcachedConfig{MaxItemSize: quantity("1m")}), []string{"spec.memcached.maxItemSize", "multiple of 512Ki", "1m means one thousandth"}},
+		// memcached 1.6: "slab_chunk_max (bytes: 524288) cannot be larger than -I (item_size_max 262144)".
+		{"item size below the slab chunk (measured: memcached exits 64)", 1, cfg(cachev1alpha1.MemcachedConfig{MaxItemSize: quantity("256Ki")}), []string{"spec.memcached.maxItemSize", "multiple of 512Ki"}},
+		// memcached 1.6: "-I (item_size_max: 786432) must be evenly divisible by slab_chunk_max (bytes: 524288)".
+		{"item size not a multiple of the slab chunk (measured: memcached exits 64)", 1, cfg(cachev1alpha1.MemcachedConfig{MaxItemSize: quantity("768Ki")}), []string{"spec.memcached.maxItemSize", "multiple of 512Ki"}},
+		{"item size above 1Gi", 1, cfg(cachev1alpha1.MemcachedConfig{MaxMemoryMB: ptr.To[int32](8192), MaxItemSize: quantity("2Gi")}), []string{"spec.memcached.maxItemSize", "between 512Ki and 1Gi"}},
 		{"item size above half the memory", 1, cfg(cachev1alpha1.MemcachedConfig{MaxMemoryMB: ptr.To[int32](64), MaxItemSize: quantity("33Mi")}), []string{"spec.memcached.maxItemSize", "at most half of spec.memcached.maxMemoryMB"}},
-		{"extra args set the memory", 1, cfg(cachev1alpha1.MemcachedConfig{ExtraArgs: []string{"-m", "1024"}}), []string{"spec.memcached.extraArgs", "must not set flags the operator manages"}},
-		{"extra args set the port (long form)", 1, cfg(cachev1alpha1.MemcachedConfig{ExtraArgs: []string{"--port=1"}}), []string{"spec.memcached.extraArgs"}},
+		{"extra args set the memory", 1, extraArgs("-m", "1024"), []string{"spec.memcached.extraArgs: -m sets an option the operator manages"}},
+		{"extra args set the port (long form)", 1, extraArgs("--port=1"), []string{"spec.memcached.extraArgs: --port=1 sets an option the operator manages"}},
+		{"extra args cluster the memory behind another flag", 1, extraArgs("-Mm4096"), []string{"-Mm4096 sets an option the operator manages"}},
+		{"extra args cluster verbosity and daemon", 1, extraArgs("-vd"), []string{"-vd sets an option the operator manages"}},
+		{"extra args abbreviate --conn-limit", 1, extraArgs("--conn=1"), []string{"--conn=1 sets an option the operator manages"}},
+		{"extra args abbreviate --port", 1, extraArgs("--po=1"), []string{"--po=1 sets an option the operator manages"}},
+		{"extra args daemonize", 1, extraArgs("-d"), []string{"-d is not accepted", "daemonize"}},
+		{"extra args print the version and exit", 1, extraArgs("--version"), []string{"--version is not accepted"}},
+		{"extra args cluster harmless flags", 1, extraArgs("-MC"), []string{"-MC is not accepted", "no clustering"}},
+		{"extra args with a stray word", 1, extraArgs("modern"), []string{"modern is not accepted"}},
+		{"extra args end with an option that wants a value", 1, extraArgs("-o"), []string{"must be followed by its value"}},
+		{"extra args give an option as a value", 1, extraArgs("-o", "-M"), []string{"must not start with '-'"}},
+		{"extra args with an unknown suboption", 1, extraArgs("-o", "modern,frobnicate"), []string{"-o takes a comma-separated list"}},
+		{"extra args change the slab chunk size", 1, extraArgs("-o", "slab_chunk_max=16384"), []string{"slab_chunk_max"}},
+		{"extra args with a growth factor of one", 1, extraArgs("-f", "1"), []string{"-f a growth factor above 1"}},
 		{"unknown anti-affinity", 1, ha(cachev1alpha1.HighAvailabilitySpec{AntiAffinity: "Maybe"}), []string{"spec.highAvailability.antiAffinity", "Unsupported value", "Soft"}},
 		{"budget with both bounds", 3, pdb(cachev1alpha1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(1)), MaxUnavailable: ptr.To(intstr.FromInt32(1))}), []string{"spec.highAvailability.podDisruptionBudget", "either minAvailable or maxUnavailable"}},
 		{"budget allowing no disruption", 3, pdb(cachev1alpha1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(0))}), []string{"spec.highAvailability.podDisruptionBudget.maxUnavailable", "positive integer"}},
 		{"budget with a word for a percentage", 3, pdb(cachev1alpha1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromString("half"))}), []string{"spec.highAvailability.podDisruptionBudget.minAvailable", "percentage"}},
+		{"spread with zero skew", 3, ha(cachev1alpha1.HighAvailabilitySpec{TopologySpreadConstraints: []corev1.TopologySpreadConstraint{
+			{MaxSkew: 0, TopologyKey: "topology.kubernetes.io/zone", WhenUnsatisfiable: corev1.DoNotSchedule}}}), []string{"maxSkew must be at least 1"}},
+		{"toleration with Exists and a value", 1, func(m *cachev1alpha1.Memcached) {
+			m.Spec.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpExists, Value: "cache"}}
+		}, []string{"spec.tolerations", "operator Exists must not have a value"}},
+		{"toleration seconds without NoExecute", 1, func(m *cachev1alpha1.Memcached) {
+			m.Spec.Tolerations = []corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpEqual, Value: "v", Effect: corev1.TaintEffectNoSchedule, TolerationSeconds: ptr.To[int64](5)}}
+		}, []string{"tolerationSeconds applies only to effect NoExecute"}},
+		// The floor is MinimumMemoryMiB: 64 + 16 + 8 + 16 = 104Mi with the defaults.
 		{"memory limit below memcached's memory", 1, func(m *cachev1alpha1.Memcached) {
-			m.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}}
-		}, []string{"spec.resources.limits", "at least spec.memcached.maxMemoryMB"}},
+			m.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("103Mi")}}
+		}, []string{"spec.resources.limits", "at least maxMemoryMB + 16Mi"}},
+		{"memory limit below the connection buffers", 1, func(m *cachev1alpha1.Memcached) {
+			m.Spec.Memcached = &cachev1alpha1.MemcachedConfig{MaxConnections: ptr.To[int32](16384)}
+			m.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("200Mi")}}
+		}, []string{"spec.resources.limits", "maxConnections x 16Ki"}},
+		{"request above the limit", 1, func(m *cachev1alpha1.Memcached) {
+			m.Spec.Resources = &corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")},
+				Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")},
+			}
+		}, []string{"spec.resources", "each request must be at most its limit"}},
+		{"unknown resource name", 1, func(m *cachev1alpha1.Memcached) {
+			m.Spec.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{"gpu": resource.MustParse("1")}}
+		}, []string{"spec.resources.requests may name cpu, memory"}},
 		{"exporter image with spaces", 1, func(m *cachev1alpha1.Memcached) {
 			m.Spec.Monitoring = &cachev1alpha1.MonitoringSpec{Exporter: &cachev1alpha1.ExporterSpec{Enabled: true, Image: "exporter latest"}}
 		}, []string{"spec.monitoring.exporter.image"}},
@@ -112,4 +179,57 @@ func TestDefaultsAreApplied(t *testing.T) {
 	g.Expect(k8sClient.Create(testCtx, noSize)).To(Succeed())
 	size, _, _ := unstructured.NestedInt64(noSize.Object, "spec", "size")
 	g.Expect(size).To(Equal(int64(1)))
+}
+
+// What the rules must let through: the tuning options users reach for, in
+// the spellings the field documents.
+func TestValidExtraArgsAreAccepted(t *testing.T) {
+	ns := newNamespace(t)
+	for i, args := range [][]string{
+		{"-o", "modern"},
+		{"--extended", "lru_crawler,hash_algorithm=xxh3,slab_automove=2"},
+		{"-M", "-C", "-F", "-X", "-W", "-A", "-k", "-r"},
+		{"--disable-evictions", "--disable-cas", "--enable-shutdown"},
+		{"-f", "1.08", "-n", "72", "-R", "40", "-b", "2048", "-D", ":"},
+		{"--slab-growth-factor", "1.5", "--slab-min-size", "48", "--max-reqs-per-event", "20", "--listen-backlog", "4096"},
+		{"-o", "hot_lru_pct=40,warm_lru_pct=40,hot_max_factor=0.2,warm_max_factor=2.0,slab_automove_ratio=0.8,slab_automove_window=30,tail_repair_time=0,idle_timeout=600,lru_crawler_sleep=100,lru_crawler_tocrawl=0,read_buf_mem_limit=64"},
+		{"-a", "0700"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			mc := newMemcached(ns, "accepted-"+string(rune('a'+i)), 1, func(m *cachev1alpha1.Memcached) {
+				m.Spec.Memcached = &cachev1alpha1.MemcachedConfig{ExtraArgs: args}
+			})
+			err := k8sClient.Create(testCtx, mc, client.DryRunAll)
+			if strings.Contains(strings.Join(args, " "), "tail_repair_time=0") {
+				// memcached refuses tail_repair_time below 10.
+				NewWithT(t).Expect(err).To(HaveOccurred())
+				return
+			}
+			NewWithT(t).Expect(err).NotTo(HaveOccurred())
+		})
+	}
+}
+
+// The CRD's memory floor and MinimumMemoryMiB (the default request the
+// builder sets) are one formula written twice: the floor accepts exactly
+// MinimumMemoryMiB and refuses one MiB less.
+func TestMemoryFloorIsMinimumMemoryMiB(t *testing.T) {
+	ns := newNamespace(t)
+	for _, c := range []struct{ memory, connections int32 }{{8, 36}, {64, 1024}, {100, 1000}, {1024, 65536}, {65536, 4096}} {
+		floor := cachev1alpha1.MinimumMemoryMiB(c.memory, c.connections)
+		t.Run(fmt.Sprintf("%dMB %d connections: %dMi", c.memory, c.connections, floor), func(t *testing.T) {
+			g := NewWithT(t)
+			withLimit := func(mib int64) *cachev1alpha1.Memcached {
+				return newMemcached(ns, "floor", 1, func(m *cachev1alpha1.Memcached) {
+					m.Spec.Memcached = &cachev1alpha1.MemcachedConfig{MaxMemoryMB: ptr.To(c.memory), MaxConnections: ptr.To(c.connections)}
+					m.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{
+						corev1.ResourceMemory: *resource.NewQuantity(mib<<20, resource.BinarySI),
+					}}
+				})
+			}
+			g.Expect(k8sClient.Create(testCtx, withLimit(floor), client.DryRunAll)).To(Succeed())
+			err := k8sClient.Create(testCtx, withLimit(floor-1), client.DryRunAll)
+			g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want Invalid, got %v", err)
+		})
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -32,11 +33,6 @@ const (
 	memcachedPortName  = "memcached"
 	metricsPortName    = "metrics"
 
-	// memcachedUID is the memcache user of the official image (Debian and
-	// Alpine variants alike), so the pod can run as non-root without
-	// depending on the image's USER line.
-	memcachedUID = 11211
-
 	hostnameTopologyKey = "kubernetes.io/hostname"
 )
 
@@ -45,21 +41,23 @@ const (
 func Deployment(m *cachev1alpha1.Memcached, opts Options) *appsv1ac.DeploymentApplyConfiguration {
 	labels := Labels(m)
 	args := MemcachedArgs(m)
-
 	pod := corev1ac.PodSpec().
 		WithEnableServiceLinks(false).
 		WithAutomountServiceAccountToken(false).
-		WithSecurityContext(corev1ac.PodSecurityContext().
-			WithRunAsNonRoot(true).
-			WithRunAsUser(memcachedUID).
-			WithRunAsGroup(memcachedUID).
-			WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
+		WithSecurityContext(podSecurityContext(m)).
 		WithContainers(memcachedContainerSpec(m, opts, args))
 	if exporter := exporterContainerSpec(m, opts); exporter != nil {
 		pod.WithContainers(exporter)
 	}
-	if affinity := podAntiAffinity(m); affinity != nil {
-		pod.WithAffinity(corev1ac.Affinity().WithPodAntiAffinity(affinity))
+	if m.Spec.ImagePullPolicy != "" {
+		// Unset, the apiserver defaults it from the image's tag; sending an
+		// empty value would make every comparison with the live object differ.
+		for i := range pod.Containers {
+			pod.Containers[i].WithImagePullPolicy(m.Spec.ImagePullPolicy)
+		}
+	}
+	if affinity := affinity(m); affinity != nil {
+		pod.WithAffinity(affinity)
 	}
 	for _, c := range topologySpreadConstraints(m) {
 		pod.WithTopologySpreadConstraints(c)
@@ -70,20 +68,95 @@ func Deployment(m *cachev1alpha1.Memcached, opts Options) *appsv1ac.DeploymentAp
 	for i := range m.Spec.Tolerations {
 		pod.WithTolerations(convert[corev1ac.TolerationApplyConfiguration](m.Spec.Tolerations[i]))
 	}
+	for _, s := range m.Spec.ImagePullSecrets {
+		pod.WithImagePullSecrets(corev1ac.LocalObjectReference().WithName(s.Name))
+	}
 	if m.Spec.PriorityClassName != "" {
 		pod.WithPriorityClassName(m.Spec.PriorityClassName)
 	}
+	if m.Spec.ServiceAccountName != "" {
+		pod.WithServiceAccountName(m.Spec.ServiceAccountName)
+	}
+
+	template := corev1ac.PodTemplateSpec().WithSpec(pod)
+	if pm := m.Spec.PodMetadata; pm != nil {
+		// The user's first, so that the operator's own keys always win.
+		template.WithLabels(pm.Labels).WithAnnotations(pm.Annotations)
+	}
+	template.WithLabels(labels).WithAnnotations(map[string]string{ConfigHashAnnotation: ConfigHash(args)})
 
 	return withDesiredHash(appsv1ac.Deployment(m.Name, m.Namespace).
 		WithLabels(labels).
 		WithOwnerReferences(ownerReference(m)).
 		WithSpec(appsv1ac.DeploymentSpec().
 			WithReplicas(m.GetSize()).
+			WithRevisionHistoryLimit(ptr.Deref(m.Spec.RevisionHistoryLimit, cachev1alpha1.DefaultRevisionHistoryLimit)).
+			WithStrategy(rolloutStrategy(m)).
 			WithSelector(metav1ac.LabelSelector().WithMatchLabels(SelectorLabels(m))).
-			WithTemplate(corev1ac.PodTemplateSpec().
-				WithLabels(labels).
-				WithAnnotations(map[string]string{ConfigHashAnnotation: ConfigHash(args)}).
-				WithSpec(pod))))
+			WithTemplate(template)))
+}
+
+// rolloutStrategy replaces pods in place: a new cache pod starts empty, so a
+// surge pod would buy no warm capacity, and with antiAffinity: Hard on
+// exactly size nodes it could never be scheduled, so every rollout would
+// stall. Instead the rollout takes down as many pods at a time as the
+// PodDisruptionBudget allows to be disrupted (at least one): a rollout does
+// not go through the eviction API, so the budget is honoured here.
+func rolloutStrategy(m *cachev1alpha1.Memcached) *appsv1ac.DeploymentStrategyApplyConfiguration {
+	return appsv1ac.DeploymentStrategy().
+		WithType(appsv1.RollingUpdateDeploymentStrategyType).
+		WithRollingUpdate(appsv1ac.RollingUpdateDeployment().
+			WithMaxSurge(intstr.FromInt32(0)).
+			WithMaxUnavailable(intstr.FromInt32(max(1, disruptionsAllowed(m)))))
+}
+
+// disruptionsAllowed is how many of size pods the PodDisruptionBudget lets go
+// at once, rounding percentages as the disruption controller does (up).
+// Without a budget it is one.
+func disruptionsAllowed(m *cachev1alpha1.Memcached) int32 {
+	size := m.GetSize()
+	var cfg cachev1alpha1.PodDisruptionBudgetSpec
+	if m.Spec.HighAvailability != nil && m.Spec.HighAvailability.PodDisruptionBudget != nil {
+		cfg = *m.Spec.HighAvailability.PodDisruptionBudget
+	}
+	if !wantPodDisruptionBudget(m, cfg) {
+		return 1
+	}
+	switch {
+	case cfg.MinAvailable != nil:
+		minAvailable, err := intstr.GetScaledValueFromIntOrPercent(cfg.MinAvailable, int(size), true)
+		if err != nil {
+			return 1
+		}
+		return size - int32(minAvailable)
+	case cfg.MaxUnavailable != nil:
+		maxUnavailable, err := intstr.GetScaledValueFromIntOrPercent(cfg.MaxUnavailable, int(size), true)
+		if err != nil {
+			return 1
+		}
+		return int32(maxUnavailable)
+	}
+	return 1
+}
+
+// podSecurityContext meets the Pod Security "restricted" profile. With
+// userID: Fixed it also names the image's memcache user; with Platform it
+// leaves the uid to the platform (OpenShift assigns one per namespace).
+func podSecurityContext(m *cachev1alpha1.Memcached) *corev1ac.PodSecurityContextApplyConfiguration {
+	sc := corev1ac.PodSecurityContext().
+		WithRunAsNonRoot(true).
+		WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))
+	if userIDPolicy(m) == cachev1alpha1.UserIDFixed {
+		sc.WithRunAsUser(cachev1alpha1.MemcachedUID).WithRunAsGroup(cachev1alpha1.MemcachedUID)
+	}
+	return sc
+}
+
+func userIDPolicy(m *cachev1alpha1.Memcached) cachev1alpha1.UserIDPolicy {
+	if m.Spec.PodSecurity == nil || m.Spec.PodSecurity.UserID == "" {
+		return cachev1alpha1.UserIDFixed
+	}
+	return m.Spec.PodSecurity.UserID
 }
 
 // MemcachedImage is the image the memcached container runs.
@@ -100,8 +173,8 @@ func MemcachedArgs(m *cachev1alpha1.Memcached) []string {
 	cfg := ptr.Deref(m.Spec.Memcached, cachev1alpha1.MemcachedConfig{})
 	args := []string{
 		"-p", strconv.Itoa(cachev1alpha1.MemcachedPort),
-		"-m", strconv.Itoa(int(maxMemoryMB(m))),
-		"-c", strconv.Itoa(int(ptr.Deref(cfg.MaxConnections, cachev1alpha1.DefaultMaxConnections))),
+		"-m", strconv.Itoa(int(m.MaxMemoryMB())),
+		"-c", strconv.Itoa(int(m.MaxConnections())),
 		"-t", strconv.Itoa(int(ptr.Deref(cfg.Threads, cachev1alpha1.DefaultThreads))),
 	}
 	if cfg.MaxItemSize != nil {
@@ -119,13 +192,6 @@ func MemcachedArgs(m *cachev1alpha1.Memcached) []string {
 func ConfigHash(args []string) string {
 	sum := sha256.Sum256([]byte(strings.Join(args, "\x00")))
 	return hex.EncodeToString(sum[:8])
-}
-
-func maxMemoryMB(m *cachev1alpha1.Memcached) int32 {
-	if m.Spec.Memcached == nil {
-		return cachev1alpha1.DefaultMaxMemoryMB
-	}
-	return ptr.Deref(m.Spec.Memcached.MaxMemoryMB, cachev1alpha1.DefaultMaxMemoryMB)
 }
 
 // memcachedSize prints a byte quantity in memcached's -I syntax, where the
@@ -172,7 +238,7 @@ func memcachedResources(m *cachev1alpha1.Memcached) *corev1ac.ResourceRequiremen
 	if m.Spec.Resources != nil {
 		return convert[corev1ac.ResourceRequirementsApplyConfiguration](m.Spec.Resources)
 	}
-	memory := *resource.NewQuantity(int64(maxMemoryMB(m)+cachev1alpha1.MemoryOverheadMB)<<20, resource.BinarySI)
+	memory := *resource.NewQuantity(cachev1alpha1.MinimumMemoryMiB(m.MaxMemoryMB(), m.MaxConnections())<<20, resource.BinarySI)
 	return corev1ac.ResourceRequirements().
 		WithRequests(corev1.ResourceList{
 			corev1.ResourceCPU:    resource.MustParse("100m"),
@@ -239,21 +305,35 @@ func antiAffinityMode(m *cachev1alpha1.Memcached) cachev1alpha1.AntiAffinity {
 	return m.Spec.HighAvailability.AntiAffinity
 }
 
-// podAntiAffinity keeps this Memcached's pods on different nodes, so losing a
-// node loses one shard of the cache, not all of it.
-func podAntiAffinity(m *cachev1alpha1.Memcached) *corev1ac.PodAntiAffinityApplyConfiguration {
+// affinity is the user's spec.affinity with the anti-affinity term that
+// spec.highAvailability.antiAffinity asks for added to it. The term keeps
+// this Memcached's pods on different nodes, so losing a node loses one shard
+// of the cache, not all of it.
+func affinity(m *cachev1alpha1.Memcached) *corev1ac.AffinityApplyConfiguration {
+	var out *corev1ac.AffinityApplyConfiguration
+	if m.Spec.Affinity != nil {
+		out = convert[corev1ac.AffinityApplyConfiguration](m.Spec.Affinity)
+	}
 	term := corev1ac.PodAffinityTerm().
 		WithLabelSelector(metav1ac.LabelSelector().WithMatchLabels(SelectorLabels(m))).
 		WithTopologyKey(hostnameTopologyKey)
-	switch antiAffinityMode(m) {
-	case cachev1alpha1.AntiAffinityHard:
-		return corev1ac.PodAntiAffinity().WithRequiredDuringSchedulingIgnoredDuringExecution(term)
-	case cachev1alpha1.AntiAffinitySoft:
-		return corev1ac.PodAntiAffinity().WithPreferredDuringSchedulingIgnoredDuringExecution(
-			corev1ac.WeightedPodAffinityTerm().WithWeight(100).WithPodAffinityTerm(term))
-	default:
-		return nil
+	mode := antiAffinityMode(m)
+	if mode == cachev1alpha1.AntiAffinityNone {
+		return out
 	}
+	if out == nil {
+		out = corev1ac.Affinity()
+	}
+	if out.PodAntiAffinity == nil {
+		out.WithPodAntiAffinity(corev1ac.PodAntiAffinity())
+	}
+	if mode == cachev1alpha1.AntiAffinityHard {
+		out.PodAntiAffinity.WithRequiredDuringSchedulingIgnoredDuringExecution(term)
+	} else {
+		out.PodAntiAffinity.WithPreferredDuringSchedulingIgnoredDuringExecution(
+			corev1ac.WeightedPodAffinityTerm().WithWeight(100).WithPodAffinityTerm(term))
+	}
+	return out
 }
 
 // topologySpreadConstraints copies the user's constraints and gives the ones

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -67,8 +68,9 @@ func TestDeploymentFromSeed(t *testing.T) {
 	g.Expect(*c.Ports[0].ContainerPort).To(Equal(int32(11211)))
 	g.Expect(*c.ReadinessProbe.TCPSocket.Port).To(Equal(intstr.FromString("memcached")))
 	g.Expect(*c.LivenessProbe.TCPSocket.Port).To(Equal(intstr.FromString("memcached")))
-	g.Expect((*c.Resources.Requests)[corev1.ResourceMemory]).To(Equal(resource.MustParse("96Mi")))
-	g.Expect((*c.Resources.Limits)[corev1.ResourceMemory]).To(Equal(resource.MustParse("96Mi")))
+	// MinimumMemoryMiB(64, 1024): 64 + 16 + 8 + 16.
+	g.Expect((*c.Resources.Requests)[corev1.ResourceMemory]).To(Equal(resource.MustParse("104Mi")))
+	g.Expect((*c.Resources.Limits)[corev1.ResourceMemory]).To(Equal(resource.MustParse("104Mi")))
 
 	// Pod Security "restricted".
 	g.Expect(*pod.SecurityContext.RunAsNonRoot).To(BeTrue())
@@ -80,6 +82,49 @@ func TestDeploymentFromSeed(t *testing.T) {
 	g.Expect(d.Spec.Template.Annotations).To(HaveKeyWithValue(ConfigHashAnnotation, ConfigHash(c.Args)))
 	g.Expect(pod.Affinity.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution).To(HaveLen(1))
 	g.Expect(pod.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution).To(BeEmpty())
+	g.Expect(*pod.SecurityContext.RunAsUser).To(Equal(int64(11211)))
+	g.Expect(*pod.SecurityContext.RunAsGroup).To(Equal(int64(11211)))
+	g.Expect(pod.ServiceAccountName).To(BeNil(), "the namespace's default ServiceAccount")
+	g.Expect(c.ImagePullPolicy).To(BeNil(), "left to Kubernetes' defaulting, or every comparison with the live object would differ")
+	g.Expect(*d.Spec.RevisionHistoryLimit).To(Equal(int32(10)))
+	// Replace pods in place, one at a time: no surge pod that hard
+	// anti-affinity could leave unschedulable.
+	g.Expect(*d.Spec.Strategy.Type).To(Equal(appsv1.RollingUpdateDeploymentStrategyType))
+	g.Expect(*d.Spec.Strategy.RollingUpdate.MaxSurge).To(Equal(intstr.FromInt32(0)))
+	g.Expect(*d.Spec.Strategy.RollingUpdate.MaxUnavailable).To(Equal(intstr.FromInt32(1)))
+}
+
+// The rollout takes down as many pods at once as the budget lets be
+// disrupted, never fewer than one and never a surge pod.
+func TestRolloutStrategyFollowsTheBudget(t *testing.T) {
+	budget := func(size int32, p *cachev1alpha1.PodDisruptionBudgetSpec) func(*cachev1alpha1.Memcached) {
+		return func(m *cachev1alpha1.Memcached) {
+			m.Spec.Size = ptr.To(size)
+			m.Spec.HighAvailability = &cachev1alpha1.HighAvailabilitySpec{AntiAffinity: cachev1alpha1.AntiAffinityHard, PodDisruptionBudget: p}
+		}
+	}
+	tests := []struct {
+		name   string
+		mutate func(*cachev1alpha1.Memcached)
+		want   int32
+	}{
+		{"one pod", budget(1, nil), 1},
+		{"default budget", budget(5, nil), 1},
+		{"maxUnavailable 2", budget(5, &cachev1alpha1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(2))}), 2},
+		{"maxUnavailable 50% rounds up as the budget does", budget(5, &cachev1alpha1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromString("50%"))}), 3},
+		{"minAvailable 3 of 5", budget(5, &cachev1alpha1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(3))}), 2},
+		{"minAvailable equal to size still lets one pod go", budget(3, &cachev1alpha1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(3))}), 1},
+		{"minAvailable 50% of 3 is 2", budget(3, &cachev1alpha1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromString("50%"))}), 1},
+		{"budget disabled", budget(6, &cachev1alpha1.PodDisruptionBudgetSpec{Enabled: ptr.To(false), MaxUnavailable: ptr.To(intstr.FromInt32(3))}), 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			s := Deployment(seed(tt.mutate), testOptions).Spec.Strategy
+			g.Expect(*s.RollingUpdate.MaxSurge).To(Equal(intstr.FromInt32(0)))
+			g.Expect(*s.RollingUpdate.MaxUnavailable).To(Equal(intstr.FromInt32(tt.want)))
+		})
+	}
 }
 
 // The operator-sdk getting-started sample selects pods by a fixed label, so
@@ -134,7 +179,8 @@ func TestDeploymentSpecFields(t *testing.T) {
 				g.Expect(d.Spec.Template.Spec.Containers[0].Args).To(Equal([]string{
 					"-p", "11211", "-m", "256", "-c", "4096", "-t", "8", "-I", "2m", "-vv", "-o", "modern",
 				}))
-				g.Expect((*d.Spec.Template.Spec.Containers[0].Resources.Requests)[corev1.ResourceMemory]).To(Equal(resource.MustParse("288Mi")))
+				// 256 + 16 + 256/8 + 4096/64.
+				g.Expect((*d.Spec.Template.Spec.Containers[0].Resources.Requests)[corev1.ResourceMemory]).To(Equal(resource.MustParse("368Mi")))
 			},
 		},
 		{
@@ -202,6 +248,105 @@ func TestDeploymentSpecFields(t *testing.T) {
 				g.Expect(tsc).To(HaveLen(2))
 				g.Expect(tsc[0].LabelSelector.MatchLabels).To(Equal(d.Spec.Selector.MatchLabels))
 				g.Expect(tsc[1].LabelSelector.MatchLabels).To(Equal(map[string]string{"custom": "x"}))
+			},
+		},
+		{
+			name: "pull policy and secrets reach every container and the pod",
+			mutate: func(m *cachev1alpha1.Memcached) {
+				m.Spec.ImagePullPolicy = corev1.PullAlways
+				m.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "registry"}}
+				m.Spec.Monitoring = &cachev1alpha1.MonitoringSpec{Exporter: &cachev1alpha1.ExporterSpec{Enabled: true}}
+			},
+			check: func(g Gomega, d *appsv1ac.DeploymentApplyConfiguration) {
+				pod := d.Spec.Template.Spec
+				g.Expect(pod.Containers).To(HaveLen(2))
+				for _, c := range pod.Containers {
+					g.Expect(*c.ImagePullPolicy).To(Equal(corev1.PullAlways), *c.Name)
+				}
+				g.Expect(pod.ImagePullSecrets).To(HaveLen(1))
+				g.Expect(*pod.ImagePullSecrets[0].Name).To(Equal("registry"))
+			},
+		},
+		{
+			name: "pod metadata joins the operator's, which wins",
+			mutate: func(m *cachev1alpha1.Memcached) {
+				m.Spec.PodMetadata = &cachev1alpha1.PodMetadata{
+					Labels:      map[string]string{"team": "payments", "sidecar.istio.io/inject": "false"},
+					Annotations: map[string]string{"example.com/cost-center": "42"},
+				}
+			},
+			check: func(g Gomega, d *appsv1ac.DeploymentApplyConfiguration) {
+				tpl := d.Spec.Template
+				g.Expect(tpl.Labels).To(HaveKeyWithValue("team", "payments"))
+				g.Expect(tpl.Labels).To(HaveKeyWithValue(LabelInstance, "memcached-sample"))
+				g.Expect(tpl.Annotations).To(HaveKeyWithValue("example.com/cost-center", "42"))
+				g.Expect(tpl.Annotations).To(HaveKey(ConfigHashAnnotation))
+				g.Expect(d.Labels).NotTo(HaveKey("team"), "pod labels stay on the pods")
+			},
+		},
+		{
+			name:   "service account",
+			mutate: func(m *cachev1alpha1.Memcached) { m.Spec.ServiceAccountName = "cache" },
+			check: func(g Gomega, d *appsv1ac.DeploymentApplyConfiguration) {
+				g.Expect(*d.Spec.Template.Spec.ServiceAccountName).To(Equal("cache"))
+				g.Expect(*d.Spec.Template.Spec.AutomountServiceAccountToken).To(BeFalse())
+			},
+		},
+		{
+			name: "platform-assigned user leaves uid and gid unset",
+			mutate: func(m *cachev1alpha1.Memcached) {
+				m.Spec.PodSecurity = &cachev1alpha1.PodSecuritySpec{UserID: cachev1alpha1.UserIDPlatform}
+			},
+			check: func(g Gomega, d *appsv1ac.DeploymentApplyConfiguration) {
+				sc := d.Spec.Template.Spec.SecurityContext
+				g.Expect(sc.RunAsUser).To(BeNil())
+				g.Expect(sc.RunAsGroup).To(BeNil())
+				g.Expect(*sc.RunAsNonRoot).To(BeTrue(), "restricted still holds")
+			},
+		},
+		{
+			name:   "revision history",
+			mutate: func(m *cachev1alpha1.Memcached) { m.Spec.RevisionHistoryLimit = ptr.To[int32](2) },
+			check: func(g Gomega, d *appsv1ac.DeploymentApplyConfiguration) {
+				g.Expect(*d.Spec.RevisionHistoryLimit).To(Equal(int32(2)))
+			},
+		},
+		{
+			name: "user affinity is kept and the anti-affinity term added to it",
+			mutate: func(m *cachev1alpha1.Memcached) {
+				m.Spec.Affinity = &corev1.Affinity{
+					NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+						NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+							{Key: "node.kubernetes.io/instance-type", Operator: corev1.NodeSelectorOpIn, Values: []string{"m7g.large"}},
+						}}},
+					}},
+					PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{
+						{TopologyKey: "kubernetes.io/hostname", LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "noisy"}}},
+					}},
+				}
+				m.Spec.HighAvailability = &cachev1alpha1.HighAvailabilitySpec{AntiAffinity: cachev1alpha1.AntiAffinityHard}
+			},
+			check: func(g Gomega, d *appsv1ac.DeploymentApplyConfiguration) {
+				a := d.Spec.Template.Spec.Affinity
+				g.Expect(a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms).To(HaveLen(1))
+				terms := a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution
+				g.Expect(terms).To(HaveLen(2))
+				g.Expect(terms[0].LabelSelector.MatchLabels).To(Equal(map[string]string{"app": "noisy"}))
+				g.Expect(terms[1].LabelSelector.MatchLabels).To(Equal(d.Spec.Selector.MatchLabels))
+			},
+		},
+		{
+			name: "user affinity without the operator's term when antiAffinity is None",
+			mutate: func(m *cachev1alpha1.Memcached) {
+				m.Spec.Affinity = &corev1.Affinity{PodAffinity: &corev1.PodAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{
+					{Weight: 10, PodAffinityTerm: corev1.PodAffinityTerm{TopologyKey: "topology.kubernetes.io/zone", LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}},
+				}}}
+				m.Spec.HighAvailability = &cachev1alpha1.HighAvailabilitySpec{AntiAffinity: cachev1alpha1.AntiAffinityNone}
+			},
+			check: func(g Gomega, d *appsv1ac.DeploymentApplyConfiguration) {
+				a := d.Spec.Template.Spec.Affinity
+				g.Expect(a.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution).To(HaveLen(1))
+				g.Expect(a.PodAntiAffinity).To(BeNil())
 			},
 		},
 		{
