@@ -13,6 +13,9 @@ export KUBEBUILDER_ASSETS := $(BIN)
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 GO_MODULES := operator krm-functions/set-image-replicas test
 GO_PACKAGES := $(addprefix ./,$(addsuffix /...,$(GO_MODULES)))
+# The real-memcached tier runs on its own, verbosely, so its figures (specs
+# tried and accepted, the seed) show in the output.
+MEMCACHED_TIER := ./test/memcached
 
 CONTROLLER_GEN := $(BIN)/controller-gen
 GOLANGCI_LINT := $(BIN)/golangci-lint
@@ -120,8 +123,17 @@ promote: tools build ## Copy the image pins of FROM into TO and render them: mak
 ##@ Test
 
 .PHONY: test
-test: tools build lint ## Everything CI runs: lint, unit, golden and envtest suites, deployment proofs, e2e.
-	go test -count=1 -timeout 30m $(GO_PACKAGES)
+test: tools build lint test-deps ## Everything CI runs: lint, unit, golden and envtest suites, deployment proofs, e2e, real memcached.
+	go test -count=1 -timeout 30m $$(go list $(GO_PACKAGES) | grep -v '/test/memcached$$')
+	$(MAKE) --no-print-directory test-memcached
+
+.PHONY: test-deps
+test-deps: ## Install what the tests run that is not a Go module (Debian's memcached; as root with apt-get).
+	@scripts/test-deps.sh
+
+.PHONY: test-memcached
+test-memcached: tools build test-deps ## The operator's pod templates against real memcached and memcached_exporter, 500+ random specs (MEMCACHED_PROPERTY_SEED=...).
+	go test -count=1 -timeout 15m -v $(MEMCACHED_TIER) 2>&1 | grep -vE '^=== (RUN|PAUSE|CONT)'
 
 .PHONY: bench
 bench: tools build ## Measure the operator against the write floor and the seed reconciler (N=100,1000) and the KRM function; writes docs/benchmarks.md (~20 min).

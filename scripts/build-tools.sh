@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Builds the pinned toolchain into bin/ from the Go module proxy alone: the
 # Kubernetes control plane (for envtest and the local cluster), etcd, kwok,
-# kustomize, controller-gen and golangci-lint. Nothing is downloaded from
-# release pages, so it works where setup-envtest and kind cannot.
+# kustomize, controller-gen, golangci-lint and memcached_exporter. Nothing is
+# downloaded from release pages, so it works where setup-envtest and kind
+# cannot.
 #
-# Versions come from tools/go.mod (and tools/lint/go.mod); binaries are built
-# with -trimpath and stripped, and stamped with their versions so that
+# Versions come from tools/go.mod and the modules beside it (tools/*/go.mod),
+# one per tool whose dependencies must not change another's; binaries are
+# built with -trimpath and stripped, and stamped with their versions so that
 # `--version` answers truthfully. A stamp keyed on the module files makes a
 # warm run a no-op.
 #
@@ -19,9 +21,9 @@ bin=$(mkdir -p "${1:-$root/bin}" && cd "${1:-$root/bin}" && pwd)
 stamp="$bin/.tools-stamp"
 export GOWORK=off GOFLAGS="${GOFLAGS:+$GOFLAGS }-mod=mod" CGO_ENABLED=0
 
-tools=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok kwokctl kustomize controller-gen golangci-lint)
+tools=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok kwokctl kustomize controller-gen golangci-lint memcached_exporter)
 
-key=$(cat "$root/tools/go.mod" "$root/tools/go.sum" "$root/tools/lint/go.mod" "$root/tools/lint/go.sum" "$0" | sha256sum | cut -d' ' -f1)
+key=$(cat "$root"/tools/go.mod "$root"/tools/go.sum "$root"/tools/*/go.mod "$root"/tools/*/go.sum "$0" | sha256sum | cut -d' ' -f1)
 key="$key $(go env GOVERSION GOOS GOARCH | tr '\n' ' ')"
 up_to_date() {
   [[ -f $stamp && $(cat "$stamp") == "$key" ]] || return 1
@@ -62,6 +64,7 @@ kube_ldflags+=" -X k8s.io/client-go/pkg/version.gitVersion=$kube -X k8s.io/clien
 kwok=$(modver tools sigs.k8s.io/kwok)
 kustomize=$(modver tools sigs.k8s.io/kustomize/kustomize/v5)
 lint=$(modver tools/lint github.com/golangci/golangci-lint/v2)
+exporter=$(modver tools/memcached-exporter github.com/prometheus/memcached_exporter)
 
 echo "tools: building the pinned toolchain into ${bin#"$root"/} (cold: ~20 minutes on 2 cores; warm: seconds)"
 build kube-apiserver          tools k8s.io/kubernetes/cmd/kube-apiserver          "$kube_ldflags"
@@ -74,6 +77,7 @@ build kwokctl                 tools sigs.k8s.io/kwok/cmd/kwokctl "-X sigs.k8s.io
 build kustomize               tools sigs.k8s.io/kustomize/kustomize/v5 "-X sigs.k8s.io/kustomize/api/provenance.version=kustomize/$kustomize"
 build controller-gen          tools sigs.k8s.io/controller-tools/cmd/controller-gen
 build golangci-lint           tools/lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint "-X main.version=${lint#v}"
+build memcached_exporter      tools/memcached-exporter github.com/prometheus/memcached_exporter/cmd/memcached_exporter "-X github.com/prometheus/common/version.Version=${exporter#v}"
 
 echo "$key" > "$stamp"
 echo "tools: done in $(elapsed "$start"): $(IFS=,; echo "${tools[*]}")"

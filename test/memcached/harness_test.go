@@ -1,0 +1,284 @@
+// Package memcached_test is the real-memcached tier: the pod templates the
+// operator writes (read back from a live apiserver, never from the
+// builders) are admitted as Pods in a namespace enforcing Pod Security
+// "restricted", and their containers run for real: Debian's memcached with
+// exactly the operator's arguments (port remapped, loopback only, the pod's
+// uid), answering a memcached client library, and bin/memcached_exporter
+// with the sidecar's arguments reporting memcached_up 1.
+//
+//	make test-memcached
+package memcached_test
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1alpha1 "github.com/example/memcached-operator/operator/api/v1alpha1"
+	"github.com/example/memcached-operator/test/internal/cluster"
+	"github.com/example/memcached-operator/test/internal/memcached"
+	"github.com/example/memcached-operator/test/internal/repo"
+	"github.com/example/memcached-operator/test/internal/run"
+)
+
+const (
+	operatorNamespace = "memcached-operator-system"
+	serviceAccount    = "memcached-operator-controller-manager"
+	// Objects the generated specs may refer to; they exist in the harness.
+	priorityClass      = "cache-critical"
+	cacheServiceAcount = "cache"
+)
+
+var scheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	if err := cachev1alpha1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	return s
+}()
+
+// harness is a live apiserver with the operator installed from
+// deploy/install and bin/manager running as its ServiceAccount, and a
+// namespace that enforces Pod Security "restricted".
+type harness struct {
+	env       *cluster.Envtest
+	c         client.Client
+	namespace string
+}
+
+func startHarness(t *testing.T, namespace string) *harness {
+	t.Helper()
+	if _, err := memcached.Binary(); err != nil {
+		t.Fatal(err)
+	}
+	bins, err := repo.Bin("kubectl", "manager", "memcached_exporter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := cluster.StartEnvtest(t)
+	c, err := client.New(env.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster.Run(t, env.Kubeconfig, nil, bins["kubectl"], "apply", "--server-side", "-k", "deploy/install")
+	cluster.Run(t, env.Kubeconfig, nil, bins["kubectl"], "wait", "--for=condition=Established", "--timeout=60s", "crd/memcacheds.cache.example.com")
+	ctx := context.Background()
+	if err := cluster.RestrictedNamespace(ctx, c, namespace); err != nil {
+		t.Fatal(err)
+	}
+	for _, obj := range []client.Object{
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: cacheServiceAcount, Namespace: namespace}},
+		&schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: priorityClass}, Value: 1000},
+	} {
+		if err := c.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cluster.StartManager(t, cluster.ImpersonatingKubeconfig(t, env.Kubeconfig, operatorNamespace, serviceAccount),
+		"--metrics-bind-address=0", "--max-concurrent-reconciles=8")
+	return &harness{env: env, c: c, namespace: namespace}
+}
+
+// waitDeployment waits for the operator to apply the Memcached's Deployment
+// without being stalled or degraded, and returns the Deployment as the
+// apiserver holds it.
+func (h *harness) waitDeployment(ctx context.Context, mc *cachev1alpha1.Memcached, timeout time.Duration) (*appsv1.Deployment, error) {
+	deadline := time.Now().Add(timeout)
+	key := types.NamespacedName{Namespace: mc.Namespace, Name: mc.Name}
+	var last error
+	for time.Now().Before(deadline) {
+		cur := &cachev1alpha1.Memcached{}
+		if err := h.c.Get(ctx, key, cur); err != nil {
+			return nil, err
+		}
+		for _, condType := range []string{cachev1alpha1.ConditionStalled, cachev1alpha1.ConditionDegraded} {
+			if c := meta.FindStatusCondition(cur.Status.Conditions, condType); c != nil && c.Status == metav1.ConditionTrue {
+				return nil, fmt.Errorf("%s: %s: %s", condType, c.Reason, c.Message)
+			}
+		}
+		d := &appsv1.Deployment{}
+		last = h.c.Get(ctx, key, d)
+		if last == nil && cur.Status.ObservedGeneration == cur.Generation {
+			return d, nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return nil, fmt.Errorf("no Deployment after %v: %w", timeout, last)
+}
+
+// podRun is what running one pod template found.
+type podRun struct {
+	clamped  bool
+	exporter bool
+}
+
+// runPodTemplate admits a Pod from the Deployment's template, then runs its
+// containers for real and checks that they work as the spec asked.
+func (h *harness) runPodTemplate(ctx context.Context, d *appsv1.Deployment) (podRun, error) {
+	var res podRun
+	if err := cluster.PodAdmitted(ctx, h.c, d.Namespace, d.Spec.Template); err != nil {
+		return res, err
+	}
+	pod := d.Spec.Template.Spec
+	main := container(pod, "memcached")
+	if main == nil {
+		return res, fmt.Errorf("no memcached container in %s", d.Name)
+	}
+	if len(main.Command) > 0 {
+		return res, fmt.Errorf("container command %q: the official image's entrypoint runs memcached with the args", main.Command)
+	}
+	id := memcached.UnprivilegedIdentity(pod.SecurityContext.RunAsUser, pod.SecurityContext.RunAsGroup)
+	srv, err := memcached.TryStart(main.Args, id, freePort())
+	if err != nil {
+		return res, err
+	}
+	defer func() { _ = srv.Stop() }()
+	res.clamped = srv.Clamped
+	settings, err := checkSettings(srv, main.Args)
+	if err != nil {
+		return res, err
+	}
+	if err := srv.SetGet(100); err != nil {
+		return res, err
+	}
+	// An item just below the largest size -I allows must be stored, where
+	// the cache has room for a few of them.
+	itemMax, _ := strconv.ParseInt(settings["item_size_max"], 10, 64)
+	maxBytes, _ := strconv.ParseInt(settings["maxbytes"], 10, 64)
+	if itemMax <= 8<<20 && maxBytes >= 4*itemMax {
+		if err := srv.SetGet(int(itemMax) - 2048); err != nil {
+			return res, fmt.Errorf("an item just below -I: %w", err)
+		}
+	}
+	if exp := container(pod, "exporter"); exp != nil {
+		res.exporter = true
+		e, err := memcached.TryStartExporter(exp.Args, srv.Addr, freePort())
+		if err != nil {
+			return res, err
+		}
+		defer func() { _ = e.Stop() }()
+		var metrics string
+		for range 50 {
+			if metrics, err = e.Metrics(); err == nil && strings.Contains(metrics, "\nmemcached_up 1\n") {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if !strings.Contains(metrics, "\nmemcached_up 1\n") {
+			return res, fmt.Errorf("the exporter does not report memcached_up 1 (%w):\n%s", err, grep(metrics, "memcached_up"))
+		}
+	}
+	return res, nil
+}
+
+// checkSettings compares `stats settings` with the flags the operator set:
+// memcached must run with what the spec asked for, not merely start.
+func checkSettings(srv *memcached.Server, containerArgs []string) (map[string]string, error) {
+	got, err := srv.Settings()
+	if err != nil {
+		return nil, err
+	}
+	flag := func(name string) string {
+		if i := slices.Index(srv.Args, name); i >= 0 && i+1 < len(srv.Args) {
+			return srv.Args[i+1]
+		}
+		return ""
+	}
+	want := map[string]string{
+		"tcpport":       flag("-p"),
+		"maxconns":      flag("-c"),
+		"num_threads":   flag("-t"),
+		"udpport":       "0",
+		"inter":         "127.0.0.1",
+		"item_size_max": "1048576",
+		"verbosity":     "0",
+	}
+	mb, err := strconv.ParseInt(flag("-m"), 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("-m %q: %w", flag("-m"), err)
+	}
+	want["maxbytes"] = strconv.FormatInt(mb<<20, 10)
+	if v := flag("-I"); v != "" {
+		want["item_size_max"] = strconv.FormatInt(memcachedBytes(v), 10)
+	}
+	for _, a := range containerArgs {
+		if a == "-v" || a == "-vv" {
+			want["verbosity"] = strconv.Itoa(len(a) - 1)
+		}
+	}
+	var diffs []string
+	for k, v := range want {
+		if got[k] != v {
+			diffs = append(diffs, fmt.Sprintf("%s=%s (want %s)", k, got[k], v))
+		}
+	}
+	if len(diffs) > 0 {
+		slices.Sort(diffs)
+		return nil, fmt.Errorf("memcached runs with other settings than the flags %q say: %s", containerArgs, strings.Join(diffs, ", "))
+	}
+	return got, nil
+}
+
+// memcachedBytes reads memcached's -I syntax (k and m are binary).
+func memcachedBytes(v string) int64 {
+	mult := int64(1)
+	switch {
+	case strings.HasSuffix(v, "k"):
+		mult, v = 1<<10, strings.TrimSuffix(v, "k")
+	case strings.HasSuffix(v, "m"):
+		mult, v = 1<<20, strings.TrimSuffix(v, "m")
+	}
+	n, _ := strconv.ParseInt(v, 10, 64)
+	return n * mult
+}
+
+func container(pod corev1.PodSpec, name string) *corev1.Container {
+	for i := range pod.Containers {
+		if pod.Containers[i].Name == name {
+			return &pod.Containers[i]
+		}
+	}
+	return nil
+}
+
+func grep(text, substr string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, substr) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// freePort is run.FreePort for code that has no *testing.T at hand.
+func freePort() int { return run.FreePortOrZero() }
+
+// versions names what the tier ran, for the test log.
+func versions(t *testing.T) string {
+	t.Helper()
+	bin, _ := memcached.Binary()
+	mc, _ := exec.Command(bin, "-V").Output()
+	bins, _ := repo.Bin("memcached_exporter")
+	exp, _ := exec.Command(bins["memcached_exporter"], "--version").CombinedOutput()
+	first, _, _ := strings.Cut(string(exp), "\n")
+	return fmt.Sprintf("%s (%s), %s", strings.TrimSpace(string(mc)), bin, first)
+}
