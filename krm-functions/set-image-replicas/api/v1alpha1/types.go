@@ -64,7 +64,9 @@ type Metadata struct {
 // not matter.
 //
 // The result keeps the image's name as written unless newName is set, and:
-//   - newTag only: name:newTag (an existing digest is dropped, it would pin the old image);
+//   - newTag only: name:newTag. An image already pinned by digest is an
+//     error: dropping the digest would run whatever the tag points at, so
+//     give the new tag's digest, or say dropDigest: true;
 //   - digest only: name@digest (an existing tag is dropped, it would describe another image);
 //   - newTag and digest: name:newTag@digest (the tag for humans, the digest decides what runs).
 type Image struct {
@@ -72,6 +74,15 @@ type Image struct {
 	NewName string `json:"newName,omitempty"`
 	NewTag  string `json:"newTag,omitempty"`
 	Digest  string `json:"digest,omitempty"`
+	// DropDigest lets a newTag-only rule unpin an image that is pinned by
+	// digest. Without it, that is an error.
+	DropDigest bool `json:"dropDigest,omitempty"`
+}
+
+// DropsDigest reports whether applying the rule to an image or entry with
+// the given digest would remove the digest without being told to.
+func (img Image) DropsDigest(current string) bool {
+	return current != "" && img.NewTag != "" && img.Digest == "" && !img.DropDigest
 }
 
 // Replicas pins the replica count of the workloads it selects. At least one
@@ -220,6 +231,9 @@ func (img Image) validate(field string) error {
 		if _, err := digest.Parse(img.Digest); err != nil {
 			errs = append(errs, fmt.Errorf("%s.digest: %q is not a valid digest such as sha256:<64 hex digits>: %w", field, img.Digest, err))
 		}
+	}
+	if img.DropDigest && (img.NewTag == "" || img.Digest != "") {
+		errs = append(errs, fmt.Errorf("%s.dropDigest: only a rule with newTag and no digest can drop a digest; remove dropDigest", field))
 	}
 	return errors.Join(errs...)
 }

@@ -25,6 +25,10 @@ func (p *plan) planImages(o *object) {
 					continue
 				}
 				p.matched[fmt.Sprintf("images[%d]", i)] = true
+				if d := digestOf(old); rule.DropsDigest(d) {
+					p.errorf(o, "images[%d]: %s is %s pinned by digest %s; newTag %s alone would drop it and run whatever that tag points at: give the new tag's digest too (digest: sha256:...), or set dropDigest: true to unpin it", i, at, old, d, rule.NewTag)
+					return
+				}
 				if updated != old {
 					p.edits = append(p.edits, edit{func() error { node.Value = updated; return nil }})
 					p.info(o, at, old, updated, "images[%d]: set image %s (was %s)", i, updated, old)
@@ -63,6 +67,18 @@ func rewrite(image string, rule v1alpha1.Image) (string, bool) {
 		tag, digest = "", rule.Digest
 	}
 	return compose(name, tag, digest), true
+}
+
+// digestOf returns the digest of a reference, or "".
+func digestOf(image string) string {
+	named, err := reference.ParseNormalizedNamed(image)
+	if err != nil {
+		return ""
+	}
+	if d, ok := named.(reference.Digested); ok {
+		return d.Digest().String()
+	}
+	return ""
 }
 
 // nameAsWritten strips the tag and digest from a valid reference, keeping

@@ -60,7 +60,6 @@ func kustomizationPatches(objs []*object) map[string]bool {
 
 func (p *plan) planKustomizationImage(o *object, i int, rule v1alpha1.Image) {
 	ruleName := fmt.Sprintf("images[%d]", i)
-	p.matched[ruleName] = true
 	list, _ := o.node.Pipe(yaml.Lookup("images"))
 	repo := v1alpha1.NormalizedName(rule.Name)
 	if list != nil && list.YNode().Kind == yaml.SequenceNode {
@@ -72,13 +71,19 @@ func (p *plan) planKustomizationImage(o *object, i int, rule v1alpha1.Image) {
 				continue
 			}
 			found = true
+			p.matched[ruleName] = true
 			p.updateKustomizationImage(o, entry, fmt.Sprintf("images[%d]", j), ruleName, rule)
 		}
 		if found {
 			return
 		}
 	}
+	p.pending = append(p.pending, pendingEntry{rule: ruleName, field: "images", o: o, add: func() { p.appendKustomizationImage(o, ruleName, rule) }})
+}
 
+// appendKustomizationImage adds an images entry for a rule that matched no
+// existing entry and nothing else in the input: a new pin.
+func (p *plan) appendKustomizationImage(o *object, ruleName string, rule v1alpha1.Image) {
 	entry := yaml.NewMapRNode(nil)
 	fields := [][2]string{{"name", rule.Name}, {"newName", rule.NewName}, {"newTag", rule.NewTag}, {"digest", rule.Digest}}
 	for _, kv := range fields {
@@ -101,6 +106,10 @@ func (p *plan) updateKustomizationImage(o *object, entry *yaml.RNode, at, ruleNa
 	case rule.NewTag != "" && rule.Digest != "":
 		want["newTag"], want["digest"] = &rule.NewTag, &rule.Digest
 	case rule.NewTag != "":
+		if d := scalar(entry, "digest"); rule.DropsDigest(d) {
+			p.errorf(o, "%s: %s (%s) is pinned by digest %s; newTag %s alone would drop it and run whatever that tag points at: give the new tag's digest too (digest: sha256:...), or set dropDigest: true to unpin it", ruleName, at, rule.Name, d, rule.NewTag)
+			return
+		}
 		want["newTag"], want["digest"] = &rule.NewTag, nil
 	case rule.Digest != "":
 		want["newTag"], want["digest"] = nil, &rule.Digest
@@ -133,7 +142,6 @@ func (p *plan) planKustomizationReplicas(o *object, i int, rule v1alpha1.Replica
 		p.warnf(o, "%s was not written to this kustomization: its replicas: entries select by name only; give the rule a name and no labelSelector", ruleName)
 		return
 	}
-	p.matched[ruleName] = true
 	count := *rule.Count
 	list, _ := o.node.Pipe(yaml.Lookup("replicas"))
 	if list != nil && list.YNode().Kind == yaml.SequenceNode {
@@ -142,15 +150,71 @@ func (p *plan) planKustomizationReplicas(o *object, i int, rule v1alpha1.Replica
 			if name := scalar(entry, "name"); name != rule.Name {
 				continue
 			}
+			p.matched[ruleName] = true
 			p.setEntryCount(o, entry, fmt.Sprintf("replicas[%d].count", j), ruleName, rule.Name, count)
 			return
 		}
 	}
+	p.pending = append(p.pending, pendingEntry{rule: ruleName, field: "replicas", o: o, add: func() { p.appendKustomizationReplicas(o, ruleName, rule.Name, count) }})
+}
+
+// appendKustomizationReplicas adds a replicas entry for a rule that matched
+// no existing entry and nothing else in the input: a new pin.
+func (p *plan) appendKustomizationReplicas(o *object, ruleName, name string, count int64) {
 	entry := yaml.NewMapRNode(nil)
-	_ = entry.PipeE(yaml.SetField("name", yaml.NewStringRNode(rule.Name)))
+	_ = entry.PipeE(yaml.SetField("name", yaml.NewStringRNode(name)))
 	_ = entry.PipeE(yaml.SetField("count", intNode(count)))
 	p.edits = append(p.edits, appendEntry(o.node, "replicas", entry))
-	p.info(o, "replicas", nil, count, "%s: added a replicas entry for %s with count %d", ruleName, rule.Name, count)
+	p.info(o, "replicas", nil, count, "%s: added a replicas entry for %s with count %d", ruleName, name, count)
+}
+
+// pendingEntry is a kustomization entry a rule would add because no entry
+// of that kustomization matches it.
+type pendingEntry struct {
+	rule, field string
+	o           *object
+	add         func()
+}
+
+// addNewEntries decides, once every item has been seen, what to do with
+// rules that matched no existing images:/replicas: entry in some
+// kustomization:
+//
+//   - a rule that matched something else (an entry of another
+//     kustomization, such as the package's pins component, or a resource)
+//     adds nothing: its pin already lives there;
+//   - with failOnEmptyMatch, a rule that matched nothing at all is an error
+//     (reported as unmatched), as it is when the function runs standalone:
+//     a typo never becomes a dead entry;
+//   - otherwise it is a new pin, added once, to the kustomization that
+//     already holds the package's pins of that kind, else to the one at the
+//     package root.
+func (p *plan) addNewEntries() {
+	byRule := map[string][]pendingEntry{}
+	var order []string
+	for _, pe := range p.pending {
+		if _, seen := byRule[pe.rule]; !seen {
+			order = append(order, pe.rule)
+		}
+		byRule[pe.rule] = append(byRule[pe.rule], pe)
+	}
+	for _, rule := range order {
+		if p.matched[rule] || p.cfg.FailOnEmptyMatch {
+			continue
+		}
+		home := byRule[rule][0]
+		for _, pe := range byRule[rule] {
+			if has, _ := pe.o.node.Pipe(yaml.Lookup(pe.field)); has != nil {
+				home = pe
+				break
+			}
+			if filepath.Dir(pe.o.path()) == "." {
+				home = pe
+			}
+		}
+		home.add()
+		p.matched[rule] = true
+	}
 }
 
 // appendEntry adds entry to the list field of a kustomization, creating the

@@ -24,6 +24,8 @@ type plan struct {
 	// replicaOwner records which rule set a workload's count, to catch two
 	// rules fighting over one workload.
 	replicaOwner map[string]int
+	// pending holds kustomization entries rules would add; see addNewEntries.
+	pending []pendingEntry
 }
 
 // edit is one change to a YAML node, applied only if the whole plan succeeds.
@@ -84,6 +86,7 @@ func (p *plan) build(items []*yaml.RNode) {
 		p.planImages(o)
 		p.planReplicas(o, autoscalers)
 	}
+	p.addNewEntries()
 	p.reportUnmatched()
 }
 
@@ -95,15 +98,24 @@ func (p *plan) reportUnmatched() {
 	for i, img := range p.cfg.Images {
 		if rule := fmt.Sprintf("images[%d]", i); !p.matched[rule] {
 			p.results = append(p.results, &framework.Result{Severity: severity,
-				Message: fmt.Sprintf("%s (name %s) matched no image in the input", rule, img.Name)})
+				Message: fmt.Sprintf("%s (name %s) matched no image in the input%s", rule, img.Name, p.kustomizationHint())})
 		}
 	}
 	for i, r := range p.cfg.Replicas {
 		if rule := fmt.Sprintf("replicas[%d]", i); !p.matched[rule] {
 			p.results = append(p.results, &framework.Result{Severity: severity,
-				Message: fmt.Sprintf("%s (%s) matched no workload in the input", rule, describeSelector(r))})
+				Message: fmt.Sprintf("%s (%s) matched no workload in the input%s", rule, describeSelector(r), p.kustomizationHint())})
 		}
 	}
+}
+
+// kustomizationHint explains an unmatched rule in a package of
+// kustomizations, where a new pin is not added under failOnEmptyMatch.
+func (p *plan) kustomizationHint() string {
+	if len(p.pending) == 0 {
+		return ""
+	}
+	return " and no entry of a kustomization (with failOnEmptyMatch a new pin is not added: check the name, or add the entry to the kustomization by hand)"
 }
 
 func describeSelector(r v1alpha1.Replicas) string {

@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"sigs.k8s.io/kustomize/kyaml/fn/framework"
+	"sigs.k8s.io/kustomize/kyaml/kio/kioutil"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
 	"github.com/example/memcached-operator/krm-functions/set-image-replicas/api/v1alpha1"
@@ -48,7 +49,7 @@ func (pr *Processor) Process(rl *framework.ResourceList) error {
 		return fail(rl, errorResults(err))
 	}
 	p := newPlan(cfg)
-	p.build(rl.Items)
+	p.build(withoutConfig(rl.Items, rl.FunctionConfig))
 	rl.Results = append(rl.Results, p.results...)
 	if p.failed() {
 		return fail(rl, nil)
@@ -61,6 +62,40 @@ func (pr *Processor) Process(rl *framework.ResourceList) error {
 		}
 	}
 	return nil
+}
+
+// withoutConfig leaves out the item that is the functionConfig itself: kpt
+// sends the file a mutator's configPath names both as functionConfig and
+// among the package's items. Matched against itself, every rule would
+// "match" its own entry, so a typo would never fail failOnEmptyMatch.
+func withoutConfig(items []*yaml.RNode, config *yaml.RNode) []*yaml.RNode {
+	if config == nil {
+		return items
+	}
+	path := pathOf(config)
+	if path == "" {
+		return items
+	}
+	out := make([]*yaml.RNode, 0, len(items))
+	for _, it := range items {
+		if pathOf(it) == path &&
+			it.GetKind() == config.GetKind() && it.GetName() == config.GetName() {
+			continue
+		}
+		out = append(out, it)
+	}
+	return out
+}
+
+// pathOf is the package path kpt or kustomize recorded for a node, under the
+// current annotation or the legacy one (functionConfig keeps the legacy one).
+func pathOf(n *yaml.RNode) string {
+	a := n.GetAnnotations()
+	if p := a[kioutil.PathAnnotation]; p != "" {
+		return p
+	}
+	return a[kioutil.LegacyPathAnnotation] //nolint:staticcheck // kpt still sends functionConfig's path under the legacy key
+
 }
 
 func fail(rl *framework.ResourceList, results framework.Results) error {
