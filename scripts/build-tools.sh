@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds the pinned toolchain into bin/ from the Go module proxy alone: the
 # Kubernetes control plane (for envtest and the local cluster), etcd, kwok,
-# kustomize, controller-gen, golangci-lint and memcached_exporter. Nothing is
-# downloaded from release pages, so it works where setup-envtest and kind
-# cannot.
+# kustomize, controller-gen, golangci-lint, memcached_exporter, kpt's fn
+# render, and Flux's source-controller and kustomize-controller with their
+# CRDs (bin/flux-crds). Nothing is downloaded from release pages, so it works
+# where setup-envtest and kind cannot.
 #
 # Versions come from tools/go.mod and the modules beside it (tools/*/go.mod),
 # one per tool whose dependencies must not change another's; binaries are
@@ -21,14 +22,15 @@ bin=$(mkdir -p "${1:-$root/bin}" && cd "${1:-$root/bin}" && pwd)
 stamp="$bin/.tools-stamp"
 export GOWORK=off GOFLAGS="${GOFLAGS:+$GOFLAGS }-mod=mod" CGO_ENABLED=0
 
-tools=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok kwokctl kustomize controller-gen golangci-lint memcached_exporter)
+tools=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok kwokctl kustomize controller-gen golangci-lint memcached_exporter
+  kpt source-controller kustomize-controller flux-crds)
 
 key=$(cat "$root"/tools/go.mod "$root"/tools/go.sum "$root"/tools/*/go.mod "$root"/tools/*/go.sum "$0" | sha256sum | cut -d' ' -f1)
 key="$key $(go env GOVERSION GOOS GOARCH | tr '\n' ' ')"
 up_to_date() {
   [[ -f $stamp && $(cat "$stamp") == "$key" ]] || return 1
   local t
-  for t in "${tools[@]}"; do [[ -x $bin/$t ]] || return 1; done
+  for t in "${tools[@]}"; do [[ -e $bin/$t ]] || return 1; done
 }
 if up_to_date; then
   echo "tools: up to date in ${bin#"$root"/} ($(IFS=,; echo "${tools[*]}"))"
@@ -65,6 +67,8 @@ kwok=$(modver tools sigs.k8s.io/kwok)
 kustomize=$(modver tools sigs.k8s.io/kustomize/kustomize/v5)
 lint=$(modver tools/lint github.com/golangci/golangci-lint/v2)
 exporter=$(modver tools/memcached-exporter github.com/prometheus/memcached_exporter)
+flux_source=$(modver tools/flux github.com/fluxcd/source-controller)
+flux_kustomize=$(modver tools/flux github.com/fluxcd/kustomize-controller)
 
 echo "tools: building the pinned toolchain into ${bin#"$root"/} (cold: ~20 minutes on 2 cores; warm: seconds)"
 build kube-apiserver          tools k8s.io/kubernetes/cmd/kube-apiserver          "$kube_ldflags"
@@ -78,6 +82,19 @@ build kustomize               tools sigs.k8s.io/kustomize/kustomize/v5 "-X sigs.
 build controller-gen          tools sigs.k8s.io/controller-tools/cmd/controller-gen
 build golangci-lint           tools/lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint "-X main.version=${lint#v}"
 build memcached_exporter      tools/memcached-exporter github.com/prometheus/memcached_exporter/cmd/memcached_exporter "-X github.com/prometheus/common/version.Version=${exporter#v}"
+build kpt                     tools/kpt  github.com/example/memcached-operator/tools/kpt
+build source-controller       tools/flux github.com/fluxcd/source-controller
+build kustomize-controller    tools/flux github.com/fluxcd/kustomize-controller
+
+# The controllers' CRDs, from the same module versions, for the tests that
+# install them (test/e2e's Flux run).
+rm -rf "$bin/flux-crds" && mkdir -p "$bin/flux-crds"
+for m in source-controller kustomize-controller; do
+  dir=$(cd "$root/tools/flux" && go list -m -f '{{.Dir}}' "github.com/fluxcd/$m")
+  cp "$dir"/config/crd/bases/*.yaml "$bin/flux-crds/"
+done
+chmod -R u+w "$bin/flux-crds"
+echo "tools: copied Flux CRDs of source-controller ${flux_source} and kustomize-controller ${flux_kustomize} into ${bin#"$root"/}/flux-crds"
 
 echo "$key" > "$stamp"
 echo "tools: done in $(elapsed "$start"): $(IFS=,; echo "${tools[*]}")"
