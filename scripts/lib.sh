@@ -8,6 +8,7 @@ die() { echo "$(basename "$0"): $*" >&2; exit 1; }
 
 need_function() {
   [[ -x $fn ]] || die "bin/set-image-replicas is missing: run 'make build' first"
+  [[ -x $root/bin/kpt ]] || die "bin/kpt is missing: run 'make tools' first"
 }
 
 overlay_dir() {
@@ -33,11 +34,34 @@ apply_pins() {
   echo "pinned ${file#"$root"/}"
 }
 
-# render_pins DIR: what `kpt fn render DIR` does with the overlay's Kptfile
-# pipeline: each mutator's configPath, in order, applied to kustomization.yaml.
+# render_pins DIR: `kpt fn render DIR` with bin/ first on PATH, so the
+# Kptfile's `exec: set-image-replicas` is bin/set-image-replicas: each
+# mutator's configPath, in order, written into the overlay's kustomizations.
+#
+# bin/kpt is the newest kpt release the Go module proxy serves (v1.0.0-beta.61).
+# The Kptfiles are committed as kpt v1.0.0-beta.65 and later write them after
+# a render, with a status block (Rendered, renderStatus) that releases before
+# beta.65 refuse to read. So the render runs on a copy of the package whose
+# Kptfile has no status, and what it rewrote is copied back; the committed
+# Kptfile stays as current kpt leaves it. kpt's report is shown only when the
+# render fails.
 render_pins() {
-  local dir=$1 config
-  while read -r config; do
-    apply_pins "$dir/$config" "$dir/kustomization.yaml"
-  done < <(sed -n 's/^ *configPath: *//p' "$dir/Kptfile")
+  local dir=$1 out scratch f
+  scratch=$(mktemp -d)
+  cp -R "$dir/." "$scratch/"
+  sed -i '/^status:/,$d' "$scratch/Kptfile"
+  if ! out=$(PATH="$root/bin:$PATH" "$root/bin/kpt" fn render "$scratch" --allow-exec 2>&1); then
+    rm -rf "$scratch"
+    echo "$out" >&2
+    die "kpt fn render ${dir#"$root"/} failed (see above); nothing was written"
+  fi
+  while IFS= read -r -d '' f; do
+    f=${f#"$scratch"/}
+    [[ $f == Kptfile ]] && continue
+    if ! cmp -s "$scratch/$f" "$dir/$f"; then
+      cp "$scratch/$f" "$dir/$f"
+      echo "pinned ${dir#"$root"/}/$f"
+    fi
+  done < <(find "$scratch" -type f -print0)
+  rm -rf "$scratch"
 }

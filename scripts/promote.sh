@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The GitOps promotion step: copies the image pins of one environment into
 # the next (never the replica counts, which are per environment) with
-# set-image-replicas, and renders them into the target's kustomization.yaml.
+# set-image-replicas, and renders them into the target's kustomizations.
 # Commit the result and let Argo CD or Flux roll it out.
 #
-# An environment that pins an image by digest keeps doing so: when the
-# source has no digest for it, pass the digest of the promoted tag:
+# An environment that pins an image by digest keeps doing so: the function
+# refuses a tag-only pin over a digest. Pass the digest of the promoted tag:
 #   DIGEST=sha256:<64 hex> scripts/promote.sh staging prod
 # It then applies to that image (IMAGE= to choose another; default: the operator).
 #
@@ -18,10 +18,8 @@ from=$(overlay_dir "$1")
 to=$(overlay_dir "$2")
 image=${IMAGE:-registry.example.com/memcached-operator}
 
-backup=$(mktemp)
-trap 'rm -f "$backup" "$backup.cfg"' EXIT
-cp "$to/images.yaml" "$backup"
-apply_pins "$from/images.yaml" "$to/images.yaml"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
 
 # pinned_field FILE FIELD: the field of $image's entry in a pins file.
 pinned_field() {
@@ -30,12 +28,13 @@ pinned_field() {
     inside && /^- / { exit }
     inside && $1 == f { print $2; exit }' "$1"
 }
-if [[ -n $(pinned_field "$backup" digest) && -z $(pinned_field "$to/images.yaml" digest) ]]; then
-  if [[ -z ${DIGEST:-} ]]; then
-    cp "$backup" "$to/images.yaml"
-    die "$2 pins $image by digest and $1 has none: run again with DIGEST=sha256:... of $image:$(pinned_field "$from/images.yaml" newTag)"
-  fi
-  cat > "$backup.cfg" <<CFG
+
+config=$from/images.yaml
+if [[ -n ${DIGEST:-} ]]; then
+  # The source's pins with the promoted tag's digest added to $image.
+  config=$tmp/promoted.yaml
+  cp "$from/images.yaml" "$config"
+  cat > "$tmp/digest.yaml" <<CFG
 apiVersion: fn.cache.example.com/v1alpha1
 kind: SetImageReplicas
 metadata:
@@ -43,10 +42,23 @@ metadata:
 failOnEmptyMatch: true
 images:
 - name: $image
-  newTag: "$(pinned_field "$to/images.yaml" newTag)"
+  newTag: "$(pinned_field "$from/images.yaml" newTag)"
   digest: $DIGEST
 CFG
-  apply_pins "$backup.cfg" "$to/images.yaml"
+  "$fn" --quiet "$tmp/digest.yaml" "$config" > "$tmp/out.yaml" || die "DIGEST=$DIGEST: set-image-replicas refused it (see above); nothing was changed"
+  mv "$tmp/out.yaml" "$config"
+fi
+
+if ! "$fn" --quiet "$config" "$to/images.yaml" > "$tmp/images.yaml" 2> "$tmp/err"; then
+  cat "$tmp/err" >&2
+  if grep -q "pinned by digest" "$tmp/err"; then
+    die "$2 pins $image by digest and $1 pins only a tag: run again with DIGEST=sha256:... of $image:$(pinned_field "$from/images.yaml" newTag)"
+  fi
+  die "set-image-replicas refused the promotion (see above); nothing was changed"
+fi
+if ! cmp -s "$tmp/images.yaml" "$to/images.yaml"; then
+  cp "$tmp/images.yaml" "$to/images.yaml"
+  echo "pinned ${to#"$root"/}/images.yaml"
 fi
 
 render_pins "$to"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Writes an overlay's pins (images.yaml, replicas.yaml) into its
-# kustomization.yaml with set-image-replicas, exactly as the Kptfile pipeline
-# does under `kpt fn render`. A no-op when they are already in sync.
+# kustomizations: `kpt fn render` of the overlay, with bin/ on PATH. A no-op
+# when they are already in sync.
 #
 # Usage: scripts/render-pins.sh ENV
 set -euo pipefail

@@ -16,7 +16,7 @@ import (
 func scratchRepo(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	for _, sub := range []string{"scripts", "overlays/dev", "overlays/staging", "overlays/prod"} {
+	for _, sub := range []string{"scripts", "overlays"} {
 		if err := kpt.CopyPackage(filepath.Join(root(t), sub), filepath.Join(dir, sub)); err != nil {
 			t.Fatal(err)
 		}
@@ -33,7 +33,7 @@ func scratchRepo(t *testing.T) string {
 	if err := os.Symlink(bin, filepath.Join(dir, "bin")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := repo.Bin("set-image-replicas"); err != nil {
+	if _, err := repo.Bin("set-image-replicas", "kpt"); err != nil {
 		t.Fatal(err)
 	}
 	return dir
@@ -62,7 +62,7 @@ func TestPromote(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("promote dev staging: exit %d\n%s", code, out)
 	}
-	for _, file := range []string{"images.yaml", "kustomization.yaml"} {
+	for _, file := range []string{"images.yaml", "operator/kustomization.yaml"} {
 		if got := run.ReadFile(t, filepath.Join(staging, file)); !strings.Contains(got, "newTag: main-3b9e154") {
 			t.Errorf("staging %s did not receive dev's tag:\n%s", file, got)
 		}
@@ -70,7 +70,7 @@ func TestPromote(t *testing.T) {
 	if got := run.ReadFile(t, filepath.Join(staging, "replicas.yaml")); got != replicasBefore {
 		t.Errorf("promotion changed staging's replica pins:\n%s", got)
 	}
-	if kust := run.ReadFile(t, filepath.Join(staging, "kustomization.yaml")); !strings.Contains(kust, "- name: memcached-operator-controller-manager\n  count: 2") {
+	if kust := run.ReadFile(t, filepath.Join(staging, "operator", "kustomization.yaml")); !strings.Contains(kust, "- name: memcached-operator-controller-manager\n  count: 2") {
 		t.Errorf("staging lost its replica count:\n%s", kust)
 	}
 
@@ -89,7 +89,7 @@ func TestPromote(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("promote with DIGEST: exit %d\n%s", code, out)
 	}
-	kust := run.ReadFile(t, filepath.Join(prod, "kustomization.yaml"))
+	kust := run.ReadFile(t, filepath.Join(prod, "operator", "kustomization.yaml"))
 	if !strings.Contains(kust, "newTag: main-3b9e154\n  digest: "+digest) {
 		t.Errorf("prod does not pin the promoted tag by the given digest:\n%s", kust)
 	}
@@ -112,7 +112,7 @@ func TestPin(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("pin: exit %d\n%s", code, out)
 	}
-	kust := run.ReadFile(t, filepath.Join(prod, "kustomization.yaml"))
+	kust := run.ReadFile(t, filepath.Join(prod, "operator", "kustomization.yaml")) + run.ReadFile(t, filepath.Join(prod, "instances", "kustomization.yaml"))
 	for _, want := range []string{
 		"newTag: v0.3.0\n  digest: " + digest,
 		"- name: memcached\n  newTag: 1.6.40-alpine",
@@ -120,19 +120,19 @@ func TestPin(t *testing.T) {
 		"- name: memcached-operator-controller-manager\n  count: 2",
 	} {
 		if !strings.Contains(kust, want) {
-			t.Errorf("kustomization.yaml lacks %q:\n%s", want, kust)
+			t.Errorf("the overlay's kustomizations lack %q:\n%s", want, kust)
 		}
 	}
 	if images := run.ReadFile(t, filepath.Join(prod, "images.yaml")); !strings.Contains(images, "newTag: \"v0.3.0\"") && !strings.Contains(images, "newTag: v0.3.0") {
 		t.Errorf("images.yaml was not updated:\n%s", images)
 	}
 
-	before := run.ReadFile(t, filepath.Join(prod, "kustomization.yaml"))
+	before := run.ReadFile(t, filepath.Join(prod, "operator", "kustomization.yaml"))
 	out, code = script(t, dir, nil, "pin.sh", "prod", "registry.example.com/memcached-operatr:v9")
 	if code == 0 || !strings.Contains(out, "matched no image") {
 		t.Errorf("a misspelled image must fail: exit %d\n%s", code, out)
 	}
-	if run.ReadFile(t, filepath.Join(prod, "kustomization.yaml")) != before {
+	if run.ReadFile(t, filepath.Join(prod, "operator", "kustomization.yaml")) != before {
 		t.Errorf("a failed pin changed the overlay")
 	}
 	out, code = script(t, dir, []string{"REPLICAS=Memcached/app-cache=-1"}, "pin.sh", "prod")

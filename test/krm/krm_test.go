@@ -1,7 +1,7 @@
 // Package krm proves that the set-image-replicas binary works everywhere a
-// KRM function runs: as a kustomize exec transformer, through kpt's exec
-// protocol, standalone, and as the static non-root binary its container
-// image ships.
+// KRM function runs: as a kustomize exec transformer, under kpt's own
+// `fn render` (bin/kpt), standalone, and as the static non-root binary its
+// container image ships.
 package krm
 
 import (
@@ -122,34 +122,33 @@ replicas:
 	}
 }
 
-// 2. kpt: `kpt fn render` reads the package, sends one ResourceList (items
-// with kpt's path/index annotations, the mutator's configPath file as
-// functionConfig) to the exec function's stdin, reads a ResourceList back
-// from stdout, shows its results, and writes the items back to their files
-// only when the function exits 0. kpt is not installable here, so the test
-// performs that exchange with the same kyaml readers and writers kpt is
-// built on.
-func TestKptExecProtocol(t *testing.T) {
-	bin := binaries(t, "set-image-replicas")["set-image-replicas"]
+// 2. kpt: the real `kpt fn render` (bin/kpt, kpt's own render command from
+// the newest kpt release the Go module proxy serves) runs the function
+// named in the Kptfile (`exec: set-image-replicas`, looked up on PATH),
+// sends it the package as a ResourceList with the mutator's configPath file
+// as functionConfig, and writes the items back only when it exits 0.
+func TestKptRender(t *testing.T) {
+	bins := binaries(t, "set-image-replicas", "kpt")
+	binDir := filepath.Dir(bins["set-image-replicas"])
 	pkg := t.TempDir()
 	copyDir(t, filepath.Join("testdata", "kpt-package"), pkg)
 	config := filepath.Join(pkg, "pins.yaml")
 
-	render := func() kpt.Result {
+	render := func() kpt.Rendered {
 		t.Helper()
-		results, err := kpt.Render(pkg, bin)
-		if err != nil || len(results) != 1 {
-			t.Fatalf("render: %v (%d mutators ran)", err, len(results))
+		r, err := kpt.Render(pkg, ".", binDir)
+		if err != nil {
+			t.Fatal(err)
 		}
-		return results[0]
+		return r
 	}
 
 	got := render()
-	if got.ExitCode != 0 {
-		t.Fatalf("exit code %d, results:\n%s", got.ExitCode, got.Results.MustString())
+	if got.ExitCode != 0 || len(got.Steps) != 1 {
+		t.Fatalf("exit code %d, %d steps:\n%s", got.ExitCode, len(got.Steps), got.Output)
 	}
-	if n := strings.Count(got.Results.MustString(), "severity: info"); n != 3 {
-		t.Errorf("want 3 info results (two images, one size), got %d:\n%s", n, got.Results.MustString())
+	if n := infos(got.Steps[0]); n != 3 {
+		t.Errorf("want 3 info results (two images, one size), got %d:\n%s", n, got.Output)
 	}
 	rendered := run.ReadFile(t, filepath.Join(pkg, "memcached.yaml"))
 	for _, want := range []string{
@@ -172,25 +171,32 @@ func TestKptExecProtocol(t *testing.T) {
 	}
 
 	// Rendering again is a no-op.
-	if again := render(); again.ExitCode != 0 || (again.Results != nil && strings.Contains(again.Results.MustString(), "severity: info")) {
-		t.Errorf("second render changed something (exit %d):\n%v", again.ExitCode, again.Results)
+	if again := render(); again.ExitCode != 0 || infos(again.Steps[0]) != 0 {
+		t.Errorf("second render changed something (exit %d):\n%s", again.ExitCode, again.Output)
 	}
 
-	// An invalid config: exit 1, error results, no items, files untouched.
+	// An invalid config: kpt fails with the function's error, files untouched.
 	write(t, config, strings.Replace(run.ReadFile(t, config), "count: 3", "count: -3", 1))
 	failed := render()
-	if failed.ExitCode != 1 {
-		t.Errorf("exit code %d for an invalid config, want 1", failed.ExitCode)
+	if failed.ExitCode == 0 {
+		t.Errorf("kpt fn render passed with an invalid config:\n%s", failed.Output)
 	}
-	if len(failed.Items) != 0 {
-		t.Errorf("a failed run returned %d items", len(failed.Items))
-	}
-	if failed.Results == nil || !strings.Contains(failed.Results.MustString(), "replicas[0].count: -3 is negative") {
-		t.Errorf("results do not explain the failure:\n%v", failed.Results)
+	if !strings.Contains(failed.Output, "replicas[0].count: -3 is negative") {
+		t.Errorf("kpt's output does not carry the function's error:\n%s", failed.Output)
 	}
 	if after := run.ReadFile(t, filepath.Join(pkg, "memcached.yaml")); after != rendered {
 		t.Errorf("a failed run changed the package:\n%s", after)
 	}
+}
+
+func infos(s kpt.StepResult) int {
+	n := 0
+	for _, r := range s.Results {
+		if r.Severity == "info" {
+			n++
+		}
+	}
+	return n
 }
 
 // 3. Standalone: CONFIG and files, or CONFIG and stdin; errors exit 1 and

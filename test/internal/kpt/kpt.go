@@ -1,9 +1,20 @@
-// Package kpt performs the exchange `kpt fn render` has with an exec
-// function, for tests on machines where kpt itself cannot be installed: the
-// package is read with the same kyaml reader kpt uses (path and index
-// annotations), sent as one ResourceList with the mutator's configPath file
-// as functionConfig, and the returned items are written back to their files
-// only when the function exits 0.
+// Package kpt runs kpt's real `fn render` and encodes what kpt's current
+// source does beyond its newest release.
+//
+// bin/kpt is `kpt fn render` from the newest kpt release the Go module proxy
+// serves (tools/kpt): path resolution of exec functions, the ResourceList
+// exchange, writing files back, failing on a function's error are kpt's own
+// code. kpt's current source (github.com/kptdev/kpt at 23c57d7, newer than
+// any release the proxy serves) also rewrites the root Kptfile after every
+// render: it decodes it into its Go types (dropping comments), sets a
+// status.conditions entry of type Rendered and status.renderStatus with one
+// step per function (pkg/lib/kptops/render_executor.go: updateRenderStatus,
+// setRenderStatus, captureStepResult), and writes it back with kyaml's
+// encoder and wide sequence indentation (pkg/kptfile/kptfileutil/util.go:
+// marshalKptfile). HeadKptfile reproduces that rewrite, field for field and
+// in the same order, so tests can check that the committed Kptfiles are
+// already in that form and a render by kpt's current source leaves a clean
+// tree clean.
 package kpt
 
 import (
@@ -13,124 +24,185 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
-	"sigs.k8s.io/kustomize/kyaml/kio"
+	"sigs.k8s.io/kustomize/kyaml/fn/framework"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
+
+	"github.com/example/memcached-operator/test/internal/repo"
 )
 
-// Result of running one mutator.
-type Result struct {
+// Rendered is what one `kpt fn render` run did.
+type Rendered struct {
 	ExitCode int
-	Items    []*yaml.RNode
-	Results  *yaml.RNode // the ResourceList's results, nil when there are none
+	// Output is kpt's stdout and stderr.
+	Output string
+	// Steps are the mutators' results in order, from kpt's --results-dir,
+	// as kpt's current source records them in the Kptfile.
+	Steps []StepResult
+}
+
+// Render runs `bin/kpt fn render PKG --allow-exec` in dir with PATH
+// starting with extraPath (where exec functions named without a path are
+// looked up), as a user types it.
+func Render(dir, pkg string, extraPath ...string) (Rendered, error) {
+	bins, err := repo.Bin("kpt")
+	if err != nil {
+		return Rendered{}, err
+	}
+	results, err := os.MkdirTemp("", "kpt-results-")
+	if err != nil {
+		return Rendered{}, err
+	}
+	defer func() { _ = os.RemoveAll(results) }()
+	cmd := exec.Command(bins["kpt"], "fn", "render", pkg, "--allow-exec", "--results-dir", results)
+	cmd.Dir = dir
+	cmd.Env = os.Environ()
+	if len(extraPath) > 0 {
+		cmd.Env = append(cmd.Env, "PATH="+strings.Join(append(extraPath, os.Getenv("PATH")), string(os.PathListSeparator)))
+	}
+	out, err := cmd.CombinedOutput()
+	r := Rendered{Output: string(out)}
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		r.ExitCode = exit.ExitCode()
+	case err != nil:
+		return r, err
+	}
+	raw, err := os.ReadFile(filepath.Join(results, "results.yaml"))
+	if err != nil {
+		return r, nil // kpt failed before it ran a function
+	}
+	var list struct {
+		Items []struct {
+			Image    string              `yaml:"image,omitempty"`
+			Exec     string              `yaml:"exec,omitempty"`
+			Stderr   string              `yaml:"stderr,omitempty"`
+			ExitCode int                 `yaml:"exitCode"`
+			Results  []*framework.Result `yaml:"results,omitempty"`
+		} `yaml:"items"`
+	}
+	if err := yaml.Unmarshal(raw, &list); err != nil {
+		return r, fmt.Errorf("kpt's results.yaml: %w", err)
+	}
+	for _, it := range list.Items {
+		r.Steps = append(r.Steps, StepResult{Stderr: it.Stderr, ExitCode: it.ExitCode, Results: it.Results})
+	}
+	return r, nil
+}
+
+// The Kptfile as kpt's current source decodes and encodes it: the fields
+// and their order are those of its api/kptfile/v1 types; fields this
+// repository's Kptfiles do not use (upstream, upstreamLock, info,
+// inventory) make HeadKptfile fail rather than be guessed at.
+type kptfile struct {
+	yaml.ResourceMeta `yaml:",inline"`
+	Pipeline          *pipeline `yaml:"pipeline,omitempty"`
+	Status            *status   `yaml:"status,omitempty"`
+}
+
+type pipeline struct {
+	Mutators   []function `yaml:"mutators,omitempty"`
+	Validators []function `yaml:"validators,omitempty"`
+}
+
+type function struct {
+	Image      string            `yaml:"image,omitempty"`
+	Exec       string            `yaml:"exec,omitempty"`
+	ConfigPath string            `yaml:"configPath,omitempty"`
+	ConfigMap  map[string]string `yaml:"configMap,omitempty"`
+	Name       string            `yaml:"name,omitempty"`
+}
+
+type status struct {
+	Conditions   []condition   `yaml:"conditions,omitempty"`
+	RenderStatus *renderStatus `yaml:"renderStatus,omitempty"`
+}
+
+type condition struct {
+	Type    string `yaml:"type"`
+	Status  string `yaml:"status"`
+	Reason  string `yaml:"reason,omitempty"`
+	Message string `yaml:"message,omitempty"`
+}
+
+type renderStatus struct {
+	MutationSteps   []pipelineStepResult `yaml:"mutationSteps,omitempty"`
+	ValidationSteps []pipelineStepResult `yaml:"validationSteps,omitempty"`
+	ErrorSummary    string               `yaml:"errorSummary,omitempty"`
+}
+
+type pipelineStepResult struct {
+	Name           string              `yaml:"name,omitempty"`
+	Image          string              `yaml:"image,omitempty"`
+	ExecPath       string              `yaml:"exec,omitempty"`
+	ExecutionError string              `yaml:"executionError,omitempty"`
+	Stderr         string              `yaml:"stderr,omitempty"`
+	ExitCode       int                 `yaml:"exitCode"`
+	Results        []*framework.Result `yaml:"results,omitempty"`
+	ErrorResults   []*framework.Result `yaml:"errorResults,omitempty"`
+}
+
+// StepResult is what one function run produced.
+type StepResult struct {
 	Stderr   string
+	ExitCode int
+	Results  []*framework.Result
 }
 
-// Render runs every exec mutator of pkg's Kptfile in order, with the given
-// binary standing in for each `exec:` path, and stops at the first failure.
-func Render(pkg, binary string) ([]Result, error) {
-	kptfile, err := yaml.ReadFile(filepath.Join(pkg, "Kptfile"))
-	if err != nil {
-		return nil, err
+// HeadKptfile returns the Kptfile as kpt's current source writes it after a
+// successful render whose mutators produced steps (one per mutator, in
+// order).
+func HeadKptfile(in []byte, steps []StepResult) ([]byte, error) {
+	kf := &kptfile{}
+	dec := yaml.NewDecoder(bytes.NewReader(in))
+	dec.KnownFields(true) // as kptfileutil.DecodeKptfile
+	if err := dec.Decode(kf); err != nil {
+		return nil, fmt.Errorf("decode the Kptfile as kpt does: %w", err)
 	}
-	mutators, err := kptfile.Pipe(yaml.Lookup("pipeline", "mutators"))
-	if err != nil || mutators == nil {
-		return nil, fmt.Errorf("%s/Kptfile has no pipeline.mutators", pkg)
+	if kf.Status == nil {
+		kf.Status = &status{}
 	}
-	elems, err := mutators.Elements()
-	if err != nil {
-		return nil, err
+	kf.Status.Conditions = slices.DeleteFunc(kf.Status.Conditions, func(c condition) bool { return c.Type == "Rendered" })
+	kf.Status.Conditions = append(kf.Status.Conditions, condition{Type: "Rendered", Status: "True", Reason: "RenderSuccess"})
+	kf.Status.RenderStatus = nil
+	if kf.Pipeline != nil && len(kf.Pipeline.Mutators) > 0 {
+		if len(steps) != len(kf.Pipeline.Mutators) {
+			return nil, fmt.Errorf("%d step results for %d mutators", len(steps), len(kf.Pipeline.Mutators))
+		}
+		rs := &renderStatus{}
+		for i, fn := range kf.Pipeline.Mutators {
+			step := pipelineStepResult{Name: fn.Name, Image: fn.Image, ExecPath: fn.Exec,
+				Stderr: steps[i].Stderr, ExitCode: steps[i].ExitCode, Results: steps[i].Results}
+			for _, r := range step.Results {
+				if r.Severity == framework.Error {
+					step.ErrorResults = append(step.ErrorResults, r)
+				}
+			}
+			rs.MutationSteps = append(rs.MutationSteps, step)
+		}
+		kf.Status.RenderStatus = rs
 	}
-	var out []Result
-	for _, m := range elems {
-		if m.Field("exec") == nil {
-			return out, fmt.Errorf("only exec mutators can run here: %s", m.MustString())
-		}
-		configPath, err := m.Pipe(yaml.Lookup("configPath"))
-		if err != nil || configPath == nil {
-			return out, fmt.Errorf("mutator without configPath: %s", m.MustString())
-		}
-		r, err := RunMutator(pkg, binary, filepath.Join(pkg, configPath.YNode().Value))
-		if err != nil {
-			return out, err
-		}
-		out = append(out, r)
-		if r.ExitCode != 0 {
-			break
-		}
-	}
-	return out, nil
+	return yaml.MarshalWithOptions(kf, &yaml.EncoderOptions{SeqIndent: yaml.WideSequenceStyle})
 }
 
-// RunMutator runs one exec function on pkg with the given functionConfig file.
-func RunMutator(pkg, binary, configFile string) (Result, error) {
-	fnConfig, err := yaml.ReadFile(configFile)
-	if err != nil {
-		return Result{}, err
-	}
-	// kpt includes the Kptfile; kyaml's reader only reads *.yaml/*.yml by
-	// default, so it is added explicitly.
-	reader := &kio.LocalPackageReader{PackagePath: pkg, PreserveSeqIndent: true, MatchFilesGlob: []string{"*.yaml", "*.yml", "Kptfile"}}
-	items, err := reader.Read()
-	if err != nil {
-		return Result{}, err
-	}
-	var in bytes.Buffer
-	if err := (&kio.ByteWriter{
-		Writer: &in, KeepReaderAnnotations: true, FunctionConfig: fnConfig,
-		WrappingKind: kio.ResourceListKind, WrappingAPIVersion: kio.ResourceListAPIVersion,
-	}).Write(items); err != nil {
-		return Result{}, err
-	}
-
-	cmd := exec.Command(binary)
-	cmd.Stdin = &in
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	res := Result{}
-	if err := cmd.Run(); err != nil {
-		var exit *exec.ExitError
-		if !errors.As(err, &exit) {
-			return res, err
-		}
-		res.ExitCode = exit.ExitCode()
-	}
-	res.Stderr = stderr.String()
-	rw := &kio.ByteReader{Reader: strings.NewReader(stdout.String()), PreserveSeqIndent: true}
-	if res.Items, err = rw.Read(); err != nil {
-		return res, fmt.Errorf("function output is not a ResourceList: %w\n%s%s", err, stdout.String(), stderr.String())
-	}
-	res.Results = rw.Results
-	if res.ExitCode == 0 {
-		if err := (kio.LocalPackageWriter{PackagePath: pkg}).Write(res.Items); err != nil {
-			return res, err
-		}
-	}
-	return res, nil
-}
-
-// CopyPackage copies a package directory (not recursive: overlays have no
-// subpackages) so a test can render it without touching the repository.
+// CopyPackage copies a package directory tree so a test can render it
+// without touching the repository.
 func CopyPackage(from, to string) error {
-	entries, err := os.ReadDir(from)
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(to, 0o755); err != nil {
-		return err
-	}
-	for _, e := range entries {
-		if e.IsDir() {
-			continue
-		}
-		data, err := os.ReadFile(filepath.Join(from, e.Name()))
+	return filepath.WalkDir(from, func(path string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if err := os.WriteFile(filepath.Join(to, e.Name()), data, 0o644); err != nil {
+		rel, _ := filepath.Rel(from, path)
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(to, rel), 0o755)
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
 			return err
 		}
-	}
-	return nil
+		return os.WriteFile(filepath.Join(to, rel), data, 0o644)
+	})
 }
