@@ -1,16 +1,24 @@
 package deploy
 
 import (
+	"encoding/json"
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"text/template"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
 	lua "github.com/yuin/gopher-lua"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/example/memcached-operator/test/internal/argocd"
 )
 
 const healthKey = "resource.customizations.health.cache.example.com_Memcached"
@@ -137,142 +145,298 @@ func normalizeNumbers(v any) any {
 	return v
 }
 
-// The ApplicationSet creates one Application per environment whose path
-// exists and renders, with server-side apply, automated sync for dev and
-// staging only, and a project that allows every kind the overlay renders.
+// The ApplicationSet's Applications pass the checks Argo CD makes before a
+// sync (test/internal/argocd, ported from Argo CD's source): destinations
+// permitted by their projects, every rendered kind whitelisted, every
+// namespace a permitted destination, sources allowed. And the GitOps habits
+// the wiring promises hold: dev follows main while staging and prod follow
+// release tags, prod syncs by hand, CRD and namespaces are never pruned,
+// waves order them first and Memcacheds last, RBAC binds only the
+// operator's own roles, and an autoscaled Memcached does not fight
+// self-heal.
 func TestArgoCDApplications(t *testing.T) {
 	objs := render(t, "deploy/argocd")
-	appSet := objs["ApplicationSet/memcached"]
-	project := objs["AppProject/memcached"]
-	if appSet == nil || project == nil {
-		t.Fatal("deploy/argocd must render ApplicationSet/memcached and AppProject/memcached")
-	}
-	elements, err := appSet.Pipe(yaml.Lookup("spec", "generators", "0", "list", "elements"))
-	if err != nil || elements == nil {
-		t.Fatalf("no list generator: %v", err)
-	}
-	pathTemplate := appSetString(t, appSet, "spec", "template", "spec", "source", "path")
-	syncOptions := appSetString(t, appSet, "spec", "template", "spec", "syncPolicy", "syncOptions")
-	if !strings.Contains(syncOptions, "ServerSideApply=true") {
-		t.Errorf("Applications must sync with ServerSideApply=true, got %s", syncOptions)
-	}
-	patch := template.Must(template.New("patch").Option("missingkey=error").Parse(appSetString(t, appSet, "spec", "templatePatch")))
-	pathTmpl := template.Must(template.New("path").Option("missingkey=error").Parse(pathTemplate))
-
-	seen := map[string]bool{}
-	els, _ := elements.Elements()
-	for _, el := range els {
-		params := map[string]any{}
-		if err := sigsyaml.Unmarshal([]byte(el.MustString()), &params); err != nil {
-			t.Fatal(err)
-		}
-		env, _ := params["env"].(string)
-		seen[env] = true
-		var path, patched strings.Builder
-		if err := pathTmpl.Execute(&path, params); err != nil {
-			t.Fatal(err)
-		}
-		if err := patch.Execute(&patched, params); err != nil {
-			t.Fatal(err)
-		}
-		if path.String() != "overlays/"+env {
-			t.Errorf("%s: path %q", env, path.String())
-		}
-		rendered := render(t, path.String())
-		automated := strings.Contains(patched.String(), "automated:") && strings.Contains(patched.String(), "selfHeal: true") && strings.Contains(patched.String(), "prune: true")
-		if wantAutomated := env != "prod"; automated != wantAutomated {
-			t.Errorf("%s: automated sync with prune and self-heal = %v, want %v", env, automated, wantAutomated)
-		}
-		checkProjectAllows(t, project, env, rendered)
-		checkSyncWaves(t, env, rendered)
-	}
-	for _, env := range envs {
-		if !seen[env] {
-			t.Errorf("no Application for %s", env)
-		}
-	}
-}
-
-func appSetString(t *testing.T, n *yaml.RNode, path ...string) string {
-	t.Helper()
-	v, err := n.Pipe(yaml.Lookup(path...))
-	if err != nil || v == nil {
-		t.Fatalf("ApplicationSet has no %s", strings.Join(path, "."))
-	}
-	if v.YNode().Kind == yaml.ScalarNode {
-		return v.YNode().Value
-	}
-	return v.MustString()
-}
-
-// checkProjectAllows fails for any rendered kind or namespace the AppProject
-// would refuse to sync.
-func checkProjectAllows(t *testing.T, project *yaml.RNode, env string, objs rendered) {
-	t.Helper()
-	allowed := func(list string, group, kind string) bool {
-		entries, _ := project.Pipe(yaml.Lookup("spec", list))
-		if entries == nil {
-			return false
-		}
-		els, _ := entries.Elements()
-		for _, e := range els {
-			if scalarOf(e, "group") == group && scalarOf(e, "kind") == kind {
-				return true
-			}
-		}
-		return false
-	}
-	namespaces, _ := project.Pipe(yaml.Lookup("spec", "destinations"))
+	projects := map[string]argocd.Project{}
 	for id, o := range objs {
-		group := o.GetApiVersion()
-		if i := strings.LastIndex(group, "/"); i >= 0 {
-			group = group[:i]
-		} else {
-			group = ""
+		if o.GetKind() == "AppProject" {
+			var spec struct {
+				Spec argocd.Project `json:"spec"`
+			}
+			if err := sigsyaml.Unmarshal([]byte(o.MustString()), &spec); err != nil {
+				t.Fatalf("%s: %v", id, err)
+			}
+			projects[o.GetName()] = spec.Spec
 		}
-		list := "namespaceResourceWhitelist"
-		if o.GetNamespace() == "" {
-			list = "clusterResourceWhitelist"
+	}
+	apps := expandApplicationSet(t, objs["ApplicationSet/memcached"])
+	if len(apps) != 2*len(envs) {
+		t.Fatalf("the ApplicationSet generates %d Applications, want an operator and an instances one per environment", len(apps))
+	}
+	for _, app := range apps {
+		t.Run(app.Name, func(t *testing.T) {
+			for _, err := range checkApplication(t, app, projects) {
+				t.Error(err)
+			}
+			switch wantRev := app.Labels["environment"]; wantRev {
+			case "dev":
+				wantRev = "main"
+				fallthrough
+			default:
+				for _, src := range app.Spec.Sources {
+					if wantRev == "main" && src.TargetRevision != "main" {
+						t.Errorf("dev must follow main, got %s", src.TargetRevision)
+					}
+					if wantRev != "main" && !releaseTag.MatchString(src.TargetRevision) {
+						t.Errorf("%s must follow a release tag, got %q", app.Labels["environment"], src.TargetRevision)
+					}
+				}
+			}
+			automated := app.Spec.SyncPolicy.Automated != nil && app.Spec.SyncPolicy.Automated.Prune && app.Spec.SyncPolicy.Automated.SelfHeal
+			if want := app.Labels["environment"] != "prod"; automated != want {
+				t.Errorf("automated sync with prune and self-heal = %v, want %v", automated, want)
+			}
+			if !slices.Contains(app.Spec.SyncPolicy.SyncOptions, "ServerSideApply=true") {
+				t.Errorf("sync options %v lack ServerSideApply=true", app.Spec.SyncPolicy.SyncOptions)
+			}
+		})
+	}
+
+	// The rules catch what Argo CD would refuse: an Application whose
+	// destination has no namespace is an InvalidSpecError in Argo CD
+	// ("application destination server ... and namespace '' do not match any
+	// of the allowed destinations"), and so is a project open to any server.
+	t.Run("mutations are refused", func(t *testing.T) {
+		app := apps[0]
+		noNamespace := app
+		noNamespace.Spec.Destination.Namespace = ""
+		if errs := checkApplication(t, noNamespace, projects); !containsError(errs, "do not match any of the allowed destinations") {
+			t.Errorf("an Application without destination.namespace passed: %v", errs)
 		}
-		if !allowed(list, group, o.GetKind()) {
-			t.Errorf("%s: the AppProject's %s does not allow %s (%s)", env, list, o.GetKind(), id)
+		otherCluster := app
+		otherCluster.Spec.Destination.Server = "https://kubernetes.default.svc"
+		if errs := checkApplication(t, otherCluster, projects); !containsError(errs, "do not match any of the allowed destinations") {
+			t.Errorf("an Application for an unlisted cluster passed: %v", errs)
 		}
-		if ns := o.GetNamespace(); ns != "" && !strings.Contains(namespaces.MustString(), "namespace: "+ns) {
-			t.Errorf("%s: the AppProject has no destination for namespace %s", env, ns)
-		}
+	})
+}
+
+var releaseTag = regexp.MustCompile(`^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$`)
+
+// application is what the rules read of a generated Application.
+type application struct {
+	Name   string
+	Labels map[string]string
+	Spec   struct {
+		Project     string              `json:"project"`
+		Sources     []applicationSource `json:"sources"`
+		Destination argocd.Destination  `json:"destination"`
+		SyncPolicy  struct {
+			Automated *struct {
+				Prune    bool `json:"prune"`
+				SelfHeal bool `json:"selfHeal"`
+			} `json:"automated"`
+			SyncOptions []string `json:"syncOptions"`
+		} `json:"syncPolicy"`
+		IgnoreDifferences []struct {
+			Group        string   `json:"group"`
+			Kind         string   `json:"kind"`
+			Name         string   `json:"name"`
+			JSONPointers []string `json:"jsonPointers"`
+		} `json:"ignoreDifferences"`
 	}
 }
 
-// checkSyncWaves: namespaces and the CRD first, Memcacheds last (without a
-// dry run before their CRD exists), everything else in between.
-func checkSyncWaves(t *testing.T, env string, objs rendered) {
+type applicationSource struct {
+	RepoURL        string `json:"repoURL"`
+	TargetRevision string `json:"targetRevision"`
+	Path           string `json:"path"`
+}
+
+// expandApplicationSet renders the ApplicationSet's Applications as its
+// controller does with goTemplate: every combination of the matrix's list
+// generators, the template's strings executed with the parameters
+// (missingkey=error), then templatePatch executed and merged onto it (maps
+// merged, lists replaced, as a strategic merge patch does on Argo CD's
+// types, which declare no list merge keys).
+func expandApplicationSet(t *testing.T, appSet *yaml.RNode) []application {
 	t.Helper()
-	for id, o := range objs {
-		wave := 0
-		if w, ok := o.GetAnnotations()["argocd.argoproj.io/sync-wave"]; ok {
-			var err error
-			if wave, err = strconv.Atoi(w); err != nil {
-				t.Errorf("%s %s: sync-wave %q", env, id, w)
+	if appSet == nil {
+		t.Fatal("deploy/argocd renders no ApplicationSet/memcached")
+	}
+	var set struct {
+		Spec struct {
+			GoTemplate bool `json:"goTemplate"`
+			Generators []struct {
+				Matrix struct {
+					Generators []struct {
+						List struct {
+							Elements []map[string]any `json:"elements"`
+						} `json:"list"`
+					} `json:"generators"`
+				} `json:"matrix"`
+			} `json:"generators"`
+			Template      map[string]any `json:"template"`
+			TemplatePatch string         `json:"templatePatch"`
+		} `json:"spec"`
+	}
+	if err := sigsyaml.Unmarshal([]byte(appSet.MustString()), &set); err != nil {
+		t.Fatal(err)
+	}
+	if !set.Spec.GoTemplate || len(set.Spec.Generators) != 1 || len(set.Spec.Generators[0].Matrix.Generators) != 2 {
+		t.Fatal("the ApplicationSet must use goTemplate and one matrix of two list generators")
+	}
+	tmpl, err := sigsyaml.Marshal(set.Spec.Template)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []application
+	for _, a := range set.Spec.Generators[0].Matrix.Generators[0].List.Elements {
+		for _, b := range set.Spec.Generators[0].Matrix.Generators[1].List.Elements {
+			params := map[string]any{}
+			maps.Copy(params, a)
+			maps.Copy(params, b)
+			rendered := executeTemplate(t, string(tmpl), params)
+			patch := executeTemplate(t, set.Spec.TemplatePatch, params)
+			base, err := sigsyaml.YAMLToJSON([]byte(rendered))
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
-		want := 0
-		switch o.GetKind() {
-		case "Namespace", "CustomResourceDefinition":
-			want = -1
-		case "Memcached":
-			want = 1
-			if opts := o.GetAnnotations()["argocd.argoproj.io/sync-options"]; !strings.Contains(opts, "SkipDryRunOnMissingResource=true") {
-				t.Errorf("%s %s: sync-options %q lack SkipDryRunOnMissingResource=true", env, id, opts)
+			patchJSON, err := sigsyaml.YAMLToJSON([]byte(patch))
+			if err != nil {
+				t.Fatalf("templatePatch for %v: %v\n%s", params, err, patch)
 			}
-		}
-		if wave != want {
-			t.Errorf("%s %s: sync wave %d, want %d", env, id, wave, want)
+			merged, err := jsonpatch.MergePatch(base, patchJSON)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var app struct {
+				Metadata struct {
+					Name   string            `json:"name"`
+					Labels map[string]string `json:"labels"`
+				} `json:"metadata"`
+				Spec json.RawMessage `json:"spec"`
+			}
+			if err := json.Unmarshal(merged, &app); err != nil {
+				t.Fatal(err)
+			}
+			got := application{Name: app.Metadata.Name, Labels: app.Metadata.Labels}
+			if err := json.Unmarshal(app.Spec, &got.Spec); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, got)
 		}
 	}
+	return out
+}
+
+func executeTemplate(t *testing.T, text string, params map[string]any) string {
+	t.Helper()
+	tmpl, err := template.New("").Option("missingkey=error").Parse(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := tmpl.Execute(&b, params); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// checkApplication runs Argo CD's project checks on an Application and the
+// manifests of its sources, plus this repository's own promises.
+func checkApplication(t *testing.T, app application, projects map[string]argocd.Project) []error {
+	t.Helper()
+	var errs []error
+	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	proj, ok := projects[app.Spec.Project]
+	if !ok {
+		fail("project %q does not exist", app.Spec.Project)
+		return errs
+	}
+	dst := app.Spec.Destination
+	if !proj.DestinationPermitted(dst) {
+		fail("application destination server '%s' and namespace '%s' do not match any of the allowed destinations in project '%s'", dst.Server, dst.Namespace, app.Spec.Project)
+	}
+	if len(app.Spec.Sources) == 0 {
+		fail("no sources")
+	}
+	for _, src := range app.Spec.Sources {
+		if !proj.SourcePermitted(src.RepoURL) {
+			fail("source %s is not permitted in project %s", src.RepoURL, app.Spec.Project)
+		}
+		for id, o := range render(t, src.Path) {
+			group, _, _ := strings.Cut(o.GetApiVersion(), "/")
+			if !strings.Contains(o.GetApiVersion(), "/") {
+				group = ""
+			}
+			if !proj.ResourcePermitted(group, o.GetKind(), o.GetName(), o.GetNamespace(), dst.Server) {
+				fail("%s (%s, namespace %q) is not permitted in project %s on %s", id, src.Path, o.GetNamespace(), app.Spec.Project, dst.Server)
+			}
+			errs = append(errs, checkResource(app, id, o)...)
+		}
+	}
+	return errs
+}
+
+// checkResource: waves, pruning, RBAC and autoscaling of one rendered object.
+func checkResource(app application, id string, o *yaml.RNode) []error {
+	var errs []error
+	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(id+": "+format, args...)) }
+	annotations := o.GetAnnotations()
+	wave := 0
+	if w, ok := annotations["argocd.argoproj.io/sync-wave"]; ok {
+		var err error
+		if wave, err = strconv.Atoi(w); err != nil {
+			fail("sync-wave %q", w)
+		}
+	}
+	want := 0
+	opts := annotations["argocd.argoproj.io/sync-options"]
+	switch o.GetKind() {
+	case "Namespace", "CustomResourceDefinition":
+		want = -1
+		if !strings.Contains(opts, "Prune=false") || !strings.Contains(opts, "Delete=false") {
+			fail("sync-options %q: Argo CD must never prune or delete it (Prune=false,Delete=false)", opts)
+		}
+	case "Memcached":
+		want = 1
+		if !strings.Contains(opts, "SkipDryRunOnMissingResource=true") {
+			fail("sync-options %q lack SkipDryRunOnMissingResource=true", opts)
+		}
+	case "ClusterRoleBinding", "RoleBinding":
+		if ref := scalarOf(o, "roleRef.name"); !strings.HasPrefix(ref, "memcached-operator-") {
+			fail("binds %s: the operator's applications bind only the operator's own roles", ref)
+		}
+	case "HorizontalPodAutoscaler":
+		if scalarOf(o, "spec.scaleTargetRef.kind") == "Memcached" {
+			ignored := false
+			for _, d := range app.Spec.IgnoreDifferences {
+				if d.Kind == "Memcached" && slices.Contains(d.JSONPointers, "/spec/size") {
+					ignored = true
+				}
+			}
+			if !ignored || !slices.Contains(app.Spec.SyncPolicy.SyncOptions, "RespectIgnoreDifferences=true") {
+				fail("autoscales a Memcached, but the Application neither ignores /spec/size nor respects ignored differences: self-heal would undo the autoscaler")
+			}
+		}
+	}
+	if wave != want {
+		fail("sync wave %d, want %d", wave, want)
+	}
+	return errs
+}
+
+func containsError(errs []error, substr string) bool {
+	for _, e := range errs {
+		if strings.Contains(e.Error(), substr) {
+			return true
+		}
+	}
+	return false
 }
 
 func scalarOf(n *yaml.RNode, field string) string {
-	v, _ := n.Pipe(yaml.Lookup(field))
+	v, _ := n.Pipe(yaml.Lookup(strings.Split(field, ".")...))
 	if v == nil {
 		return ""
 	}

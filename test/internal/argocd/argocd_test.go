@@ -1,0 +1,44 @@
+package argocd
+
+import "testing"
+
+// The matching rules behave as Argo CD's own tests say they do
+// (pkg/apis/application/v1alpha1/types_test.go): globs, "!" denials, an
+// empty namespace matching only a pattern that allows it, named cluster
+// whitelist entries, and normalised source URLs.
+func TestRules(t *testing.T) {
+	p := Project{
+		SourceRepos: []string{"https://github.com/example/*"},
+		Destinations: []Destination{
+			{Server: "https://prod.k8s.example.com", Namespace: "cache"},
+			{Server: "https://*.k8s.example.com", Namespace: "team-*"},
+			{Server: "!https://prod.k8s.example.com", Namespace: "scratch"},
+		},
+		ClusterResourceWhitelist:   []ClusterResource{{Group: "", Kind: "Namespace", Name: "cache"}},
+		NamespaceResourceWhitelist: []GroupKind{{Group: "cache.example.com", Kind: "Memcached"}},
+	}
+	for _, c := range []struct {
+		name string
+		got  bool
+		want bool
+	}{
+		{"exact destination", p.DestinationPermitted(Destination{Server: "https://prod.k8s.example.com", Namespace: "cache"}), true},
+		{"glob server and namespace", p.DestinationPermitted(Destination{Server: "https://dev.k8s.example.com", Namespace: "team-a"}), true},
+		{"empty namespace matches no pattern here", p.DestinationPermitted(Destination{Server: "https://prod.k8s.example.com"}), false},
+		{"denied server", p.DestinationPermitted(Destination{Server: "https://prod.k8s.example.com", Namespace: "scratch"}), false},
+		{"other server", p.DestinationPermitted(Destination{Server: "https://evil.example.com", Namespace: "cache"}), false},
+		{"named cluster resource", p.GroupKindPermitted("", "Namespace", "cache", false), true},
+		{"other name", p.GroupKindPermitted("", "Namespace", "kube-system", false), false},
+		{"kind not listed", p.GroupKindPermitted("rbac.authorization.k8s.io", "ClusterRoleBinding", "x", false), false},
+		{"namespaced kind listed", p.GroupKindPermitted("cache.example.com", "Memcached", "", true), true},
+		{"namespaced kind not listed", p.GroupKindPermitted("apps", "Deployment", "", true), false},
+		{"unset namespace whitelist allows all", Project{}.GroupKindPermitted("apps", "Deployment", "", true), true},
+		{"empty namespace whitelist allows none", Project{NamespaceResourceWhitelist: []GroupKind{}}.GroupKindPermitted("apps", "Deployment", "", true), false},
+		{"source by glob, .git and case ignored", p.SourcePermitted("https://GitHub.com/example/memcached-operator.git"), true},
+		{"source elsewhere", p.SourcePermitted("https://github.com/other/repo"), false},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, c.got, c.want)
+		}
+	}
+}
