@@ -2,8 +2,8 @@
 # Builds the pinned toolchain into bin/ from the Go module proxy alone: the
 # Kubernetes control plane (for envtest and the local cluster), etcd, kwok,
 # kustomize, controller-gen, golangci-lint, memcached_exporter, kpt's fn
-# render, and Flux's source-controller and kustomize-controller with their
-# CRDs (bin/flux-crds). Nothing is downloaded from release pages, so it works
+# render, Flux's source-controller and kustomize-controller with their CRDs
+# (bin/flux-crds), and the CNCF distribution registry. Nothing is downloaded from release pages, so it works
 # where setup-envtest and kind cannot.
 #
 # Versions come from tools/go.mod and the modules beside it (tools/*/go.mod),
@@ -23,7 +23,7 @@ stamp="$bin/.tools-stamp"
 export GOWORK=off GOFLAGS="${GOFLAGS:+$GOFLAGS }-mod=mod" CGO_ENABLED=0
 
 tools=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok kwokctl kustomize controller-gen golangci-lint memcached_exporter
-  kpt source-controller kustomize-controller flux-crds)
+  kpt source-controller kustomize-controller flux-crds registry)
 
 key=$(cat "$root"/tools/go.mod "$root"/tools/go.sum "$root"/tools/*/go.mod "$root"/tools/*/go.sum "$0" | sha256sum | cut -d' ' -f1)
 key="$key $(go env GOVERSION GOOS GOARCH | tr '\n' ' ')"
@@ -85,6 +85,7 @@ build memcached_exporter      tools/memcached-exporter github.com/prometheus/mem
 build kpt                     tools/kpt  github.com/example/memcached-operator/tools/kpt
 build source-controller       tools/flux github.com/fluxcd/source-controller
 build kustomize-controller    tools/flux github.com/fluxcd/kustomize-controller
+build registry                tools/registry github.com/distribution/distribution/v3/cmd/registry "-X github.com/distribution/distribution/v3/version.version=$(modver tools/registry github.com/distribution/distribution/v3)"
 
 # The controllers' CRDs, from the same module versions, for the tests that
 # install them (test/e2e's Flux run).

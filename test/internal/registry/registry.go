@@ -1,0 +1,53 @@
+// Package registry runs the CNCF distribution registry from bin/ (make
+// tools builds it from the Go module proxy) on a free loopback port, with
+// the repository's own configuration (scripts/registry.yml), for tests
+// that push and pull images and charts.
+package registry
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+
+	"github.com/example/memcached-operator/test/internal/proc"
+	"github.com/example/memcached-operator/test/internal/repo"
+	"github.com/example/memcached-operator/test/internal/run"
+)
+
+// Registry is a running registry.
+type Registry struct {
+	// Host is 127.0.0.1:PORT, the registry part of image references.
+	Host string
+}
+
+// Start runs a registry with empty storage until the test ends.
+func Start(t testing.TB) *Registry {
+	t.Helper()
+	bins, err := repo.Bin("registry")
+	if err != nil {
+		t.Fatal(err)
+	}
+	config, err := repo.Path("scripts", "registry.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := fmt.Sprintf("127.0.0.1:%d", run.FreePort(t))
+	proc.Start(t, proc.Spec{
+		Name: "registry", Path: bins["registry"], Args: []string{"serve", config},
+		Env: []string{"OTEL_TRACES_EXPORTER=none", "REGISTRY_HTTP_ADDR=" + host, "REGISTRY_STORAGE_FILESYSTEM_ROOTDIRECTORY=" + t.TempDir()},
+		Ready: func(ctx context.Context) error {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+host+"/v2/", nil)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return err
+			}
+			_ = resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("/v2/: %s", resp.Status)
+			}
+			return nil
+		},
+	})
+	return &Registry{Host: host}
+}
