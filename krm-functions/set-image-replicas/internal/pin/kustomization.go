@@ -66,8 +66,7 @@ func (p *plan) planKustomizationImage(o *object, i int, rule v1alpha1.Image) {
 		found := false
 		for j, el := range list.YNode().Content {
 			entry := yaml.NewRNode(el)
-			name := scalar(entry, "name")
-			if v1alpha1.NormalizedName(name) != repo {
+			if !entryMatches(entry, repo) {
 				continue
 			}
 			found = true
@@ -271,6 +270,18 @@ func orUnset(s string) string {
 	return s
 }
 
+// entryMatches reports whether an images: entry (of a kustomization or a
+// pins file) is about repository repo: its name, or the newName it is
+// retargeted to (a fork's registry, a mirror), so that a pin can name the
+// repository the image is actually pulled from.
+func entryMatches(entry *yaml.RNode, repo string) bool {
+	if v1alpha1.NormalizedName(scalar(entry, "name")) == repo {
+		return true
+	}
+	n := scalar(entry, "newName")
+	return n != "" && v1alpha1.NormalizedName(n) == repo
+}
+
 // planPinFile updates the rules of another SetImageReplicas file to this
 // run's values: `make pin` edits an overlay's images.yaml and replicas.yaml
 // this way, and promotion runs one environment's images.yaml against the
@@ -284,7 +295,7 @@ func (p *plan) planPinFile(o *object) {
 			repo := v1alpha1.NormalizedName(rule.Name)
 			for j, el := range list.YNode().Content {
 				entry := yaml.NewRNode(el)
-				if v1alpha1.NormalizedName(scalar(entry, "name")) == repo {
+				if entryMatches(entry, repo) {
 					p.matched[ruleName] = true
 					p.updateKustomizationImage(o, entry, fmt.Sprintf("images[%d]", j), ruleName, rule)
 				}
