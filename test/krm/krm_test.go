@@ -230,28 +230,11 @@ func TestStandaloneBinary(t *testing.T) {
 	}
 }
 
-// 4. Container: the image (krm-functions/set-image-replicas/Dockerfile) is
-// a static binary on distroless/static running as the nonroot user. No
-// Docker engine is available here to build it, so the test checks the
-// recipe and runs the same static build the way the image would: no
-// environment, no home, an unprivileged user.
+// 4. Container: the image holds a static binary run as the nonroot user.
+// test/ship builds the real image (and checks the Dockerfile against it);
+// here bin/set-image-replicas, built the same way, runs as the image runs
+// it: no environment, no home, an unprivileged user.
 func TestContainerImageRecipe(t *testing.T) {
-	dockerfile, err := repo.Path("krm-functions", "set-image-replicas", "Dockerfile")
-	if err != nil {
-		t.Fatal(err)
-	}
-	recipe := run.ReadFile(t, dockerfile)
-	for _, want := range []string{
-		"CGO_ENABLED=0 go build -trimpath",
-		"FROM gcr.io/distroless/static-debian12:nonroot",
-		"USER 65532:65532",
-		`ENTRYPOINT ["/usr/local/bin/set-image-replicas"]`,
-	} {
-		if !strings.Contains(recipe, want) {
-			t.Errorf("Dockerfile lacks %q", want)
-		}
-	}
-
 	bin := binaries(t, "set-image-replicas")["set-image-replicas"]
 	f, err := elf.Open(bin)
 	if err != nil {

@@ -1,0 +1,267 @@
+package ship
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/kustomize/kyaml/kio"
+	"sigs.k8s.io/kustomize/kyaml/yaml"
+
+	"github.com/example/memcached-operator/build/image"
+	"github.com/example/memcached-operator/test/internal/cluster"
+	"github.com/example/memcached-operator/test/internal/gitserver"
+	"github.com/example/memcached-operator/test/internal/registry"
+	"github.com/example/memcached-operator/test/internal/repo"
+	"github.com/example/memcached-operator/test/internal/run"
+)
+
+// A release, end to end, through a real registry, as a fork that ships to
+// its own registry runs it: `make docker-build docker-push IMG=...` pushes
+// images whose index is pulled back and inspected, `make retarget` points every overlay's images
+// at the registry, `make release` builds and pushes both images and pins
+// staging by tag@digest, `make promote` carries them to prod resolving
+// every digest from the registry (and refuses a digest the registry does
+// not serve for the tag), `make pin RESOLVE=1` pins memcached by digest.
+// Every image the prod overlay renders then resolves in the registry to its
+// pinned digest, a rebuild of the commit gives the same digests, and a
+// cluster runs the manager from exactly that digest.
+//
+// Upstream registries are out of reach here, so memcached and the exporter
+// are stand-in images pushed under the names the retargeted overlays use.
+func TestReleaseThroughARealRegistry(t *testing.T) {
+	bins, err := repo.Bin("kubectl", "kustomize", "manager")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := registry.Start(t)
+	work := checkout(t)
+	for _, ref := range []string{reg.Host + "/memcached:1.6.39-alpine", reg.Host + "/memcached-exporter:v0.14.4"} {
+		pushStandIn(t, ref)
+	}
+
+	// The seed's step 6, as written there: IMG, then docker-build docker-push.
+	out := makeIn(t, work, "docker-build", "docker-push", "IMG="+reg.Host+"/memcached-operator:dev")
+	// The version label is the Makefile's VERSION, git describe.
+	described, err := exec.Command("git", "-C", work, "describe", "--tags", "--always", "--dirty").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, component := range []string{"manager", "set-image-replicas"} {
+		c := image.Components[component]
+		checkIndex(t, c, metadata(t, work, strings.TrimSpace(string(described))), pull(t, reg.Host+"/"+c.Title+":dev"))
+	}
+	t.Logf("make docker-build docker-push:\n%s", lastLines(out, 2))
+
+	makeIn(t, work, "retarget", "REGISTRY="+reg.Host)
+	start := time.Now()
+	out = makeIn(t, work, "release", "VERSION=v0.2.0", "REGISTRY="+reg.Host, "ENV=staging")
+	t.Logf("make release in %v:\n%s", time.Since(start).Round(100*time.Millisecond), lastLines(out, 3))
+	managerDigest := digest(t, reg.Host+"/memcached-operator:v0.2.0")
+	managerRef := reg.Host + "/memcached-operator:v0.2.0@" + managerDigest
+	if install := run.ReadFile(t, filepath.Join(work, "dist", "install.yaml")); !strings.Contains(install, "image: "+managerRef) {
+		t.Errorf("dist/install.yaml does not run %s", managerRef)
+	}
+
+	// A digest the registry does not serve for its tag is refused.
+	staging := filepath.Join(work, "overlays", "staging", "images.yaml")
+	good := run.ReadFile(t, staging)
+	other := digest(t, reg.Host+"/set-image-replicas:v0.2.0")
+	if err := os.WriteFile(staging, []byte(strings.Replace(good, managerDigest, other, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	prodBefore := run.ReadFile(t, filepath.Join(work, "overlays", "prod", "images.yaml"))
+	if out, err := tryMake(work, "promote", "FROM=staging", "TO=prod"); err == nil || !strings.Contains(out, "but the registry serves "+managerDigest) {
+		t.Errorf("promote accepted a digest the registry does not serve for the tag (%v):\n%s", err, out)
+	}
+	if run.ReadFile(t, filepath.Join(work, "overlays", "prod", "images.yaml")) != prodBefore {
+		t.Errorf("a refused promotion changed prod")
+	}
+	if err := os.WriteFile(staging, []byte(good), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	makeIn(t, work, "promote", "FROM=staging", "TO=prod")
+	// How a user pins memcached by digest from their registry or mirror.
+	makeIn(t, work, "pin", "ENV=dev", "IMAGE="+reg.Host+"/memcached:1.6.39-alpine", "RESOLVE=1")
+	memcachedRef := reg.Host + "/memcached:1.6.39-alpine@" + digest(t, reg.Host+"/memcached:1.6.39-alpine")
+	if dev := run.ReadFile(t, filepath.Join(work, "overlays", "dev", "instances", "kustomization.yaml")); !strings.Contains(dev, "  digest: "+strings.SplitN(memcachedRef, "@", 2)[1]) {
+		t.Errorf("make pin RESOLVE=1 did not pin dev's memcached to %s:\n%s", memcachedRef, dev)
+	}
+
+	// Every image prod runs is pinned by digest, and the registry serves
+	// that digest for that tag.
+	stdout, stderr, code := run.Command(t, nil, bins["kustomize"], "build", filepath.Join(work, "overlays", "prod"))
+	if code != 0 {
+		t.Fatal(stderr)
+	}
+	images := renderedImages(t, stdout)
+	if len(images) < 3 {
+		t.Fatalf("prod renders only %v", images)
+	}
+	for _, ref := range images {
+		named, err := name.NewDigest(ref, name.Insecure)
+		if err != nil {
+			t.Errorf("prod runs %s, not pinned by digest: %v", ref, err)
+			continue
+		}
+		tag := strings.TrimSuffix(strings.SplitN(ref, "@", 2)[0], "")
+		if served := digest(t, tag); served != named.DigestStr() {
+			t.Errorf("prod pins %s, but the registry serves %s for the tag", ref, served)
+		}
+	}
+	t.Logf("prod pins, all served by the registry: %v", images)
+
+	// The same commit, built again, gives the same digests.
+	rebuilt := filepath.Join(t.TempDir(), "manager")
+	cmd := exec.Command(filepath.Join(work, "bin", "image"), "build", "--repo", work, "--component", "manager", "--version", "v0.2.0", "--out", rebuilt)
+	if out, err := cmd.Output(); err != nil || strings.TrimSpace(string(out)) != managerDigest {
+		t.Errorf("a rebuild of the release gives %s (%v), the registry holds %s", out, err, managerDigest)
+	}
+
+	// A cluster runs exactly that digest.
+	k := cluster.StartLocal(t, "release", 3)
+	k.DumpOnFailure(t)
+	cluster.Run(t, k.Kubeconfig, nil, bins["kubectl"], "apply", "--server-side", "-k", filepath.Join(work, "deploy", "install"))
+	cluster.Run(t, k.Kubeconfig, []byte(stdout), bins["kubectl"], "apply", "--server-side", "-f", "-")
+	c := k.Client(t)
+	cluster.Eventually(t, time.Minute, "the manager Deployment on the released digest", func() error {
+		d := &appsv1.Deployment{}
+		if err := c.Get(context.Background(), types.NamespacedName{Namespace: "memcached-operator-system", Name: "memcached-operator-controller-manager"}, d); err != nil {
+			return err
+		}
+		if img := d.Spec.Template.Spec.Containers[0].Image; img != managerRef {
+			return fmt.Errorf("image %s, want %s", img, managerRef)
+		}
+		if d.Status.AvailableReplicas != *d.Spec.Replicas {
+			return fmt.Errorf("%d of %d available", d.Status.AvailableReplicas, *d.Spec.Replicas)
+		}
+		return nil
+	})
+}
+
+// checkout is the working tree as a repository of its own, with the tools
+// of bin/ linked in; the binaries `make build` writes are built inside it,
+// so that tests running meanwhile keep theirs.
+func checkout(t *testing.T) string {
+	t.Helper()
+	work := gitserver.Snapshot(t, repo.MustRoot(t))
+	binDir, err := repo.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(work, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(binDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		switch e.Name() {
+		case "manager", "set-image-replicas", "image":
+			continue
+		}
+		if err := os.Symlink(filepath.Join(binDir, e.Name()), filepath.Join(work, "bin", e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return work
+}
+
+func tryMake(dir string, args ...string) (string, error) {
+	cmd := exec.Command("make", append([]string{"--no-print-directory", "-C", dir}, args...)...)
+	cmd.Env = append(run.UserEnv(), "KUBEBUILDER_ASSETS=")
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func makeIn(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	out, err := tryMake(dir, args...)
+	if err != nil {
+		t.Fatalf("make %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+func pushStandIn(t *testing.T, ref string) {
+	t.Helper()
+	img, err := random.Image(1024, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := name.ParseReference(ref, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(r, img); err != nil {
+		t.Fatalf("push %s: %v", ref, err)
+	}
+}
+
+func digest(t *testing.T, ref string) string {
+	t.Helper()
+	d, err := image.Digest(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.String()
+}
+
+// renderedImages are the images of the rendered objects: containers of
+// workloads, and the images of Memcacheds.
+func renderedImages(t *testing.T, manifests string) []string {
+	t.Helper()
+	nodes, err := (&kio.ByteReader{Reader: bytes.NewReader([]byte(manifests))}).Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, n := range nodes {
+		for _, path := range [][]string{
+			{"spec", "template", "spec", "containers"},
+			{"spec"},
+			{"spec", "monitoring", "exporter"},
+		} {
+			v, _ := n.Pipe(yaml.Lookup(path...))
+			if v == nil {
+				continue
+			}
+			if v.YNode().Kind == yaml.SequenceNode {
+				els, _ := v.Elements()
+				for _, e := range els {
+					if img, _ := e.Pipe(yaml.Lookup("image")); img != nil {
+						out = append(out, img.YNode().Value)
+					}
+				}
+				continue
+			}
+			if n.GetKind() == "Memcached" {
+				if img, _ := v.Pipe(yaml.Lookup("image")); img != nil {
+					out = append(out, img.YNode().Value)
+				}
+			}
+		}
+	}
+	return out
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
