@@ -11,7 +11,7 @@ BIN := $(CURDIR)/bin
 export KUBEBUILDER_ASSETS := $(BIN)
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
-GO_MODULES := operator krm-functions/set-image-replicas test
+GO_MODULES := operator krm-functions/set-image-replicas build test
 GO_PACKAGES := $(addprefix ./,$(addsuffix /...,$(GO_MODULES)))
 # The real-memcached tier runs on its own, verbosely, so its figures (specs
 # tried and accepted, the seed) show in the output.
@@ -64,9 +64,44 @@ lint: tools ## Run golangci-lint (errcheck, staticcheck, nilerr, revive, ...) on
 ##@ Build
 
 .PHONY: build
-build: ## Build bin/manager and bin/set-image-replicas (static, as in their images).
-	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o $(BIN)/manager ./operator/cmd
-	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $(BIN)/set-image-replicas ./krm-functions/set-image-replicas
+build: ## Build bin/manager and bin/set-image-replicas as their images do (static, from their own go.mod) and bin/image (the image builder).
+	cd operator && GOWORK=off CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "-s -w -X main.version=$(VERSION)" -o $(BIN)/manager ./cmd
+	cd krm-functions/set-image-replicas && GOWORK=off CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "-s -w" -o $(BIN)/set-image-replicas .
+	CGO_ENABLED=0 go build -trimpath -o $(BIN)/image ./build/cmd/image
+
+##@ Ship (no Docker needed; see README, "Shipping")
+
+# The manager's image; set-image-replicas goes beside it (FN_IMG).
+IMG ?= localhost:5000/memcached-operator:$(VERSION)
+REGISTRY ?= localhost:5000
+# The manager image make deploy and make render run instead of the overlay's
+# pin: IMG only when given on the command line or in the environment (the
+# seed's `export IMG=...`), never the default above.
+DEPLOY_IMG = $(if $(filter environment command,$(firstword $(origin IMG))),$(IMG))
+
+.PHONY: docker-build
+docker-build: build ## Build the manager and set-image-replicas images (linux/amd64, linux/arm64, SBOMs) into dist/images, without Docker.
+	@VERSION=$(VERSION) scripts/images.sh build
+
+.PHONY: docker-push
+docker-push: build ## Push them: the manager to IMG, set-image-replicas beside it (FN_IMG); plain HTTP only to localhost.
+	@IMG=$(IMG) scripts/images.sh push
+
+.PHONY: registry-up
+registry-up: tools ## Run a local OCI registry on 127.0.0.1:5000 (REGISTRY_PORT), storage under .work/registry.
+	@scripts/registry.sh up
+
+.PHONY: registry-down
+registry-down: ## Stop the local registry and delete what it stored.
+	@scripts/registry.sh down
+
+.PHONY: release
+release: tools build ## Build, push and pin a release by digest: make release VERSION=v0.2.0 REGISTRY=localhost:5000 [ENV=staging]; writes dist/install.yaml.
+	@VERSION=$(VERSION) REGISTRY=$(REGISTRY) scripts/release.sh
+
+.PHONY: retarget
+retarget: tools build ## Point every overlay's images at REGISTRY: a fork's registry or a mirror.
+	@REGISTRY=$(REGISTRY) scripts/retarget.sh
 
 ##@ Run
 
@@ -94,8 +129,8 @@ uninstall: tools delete-memcacheds ## Remove what `make install` installed (run 
 	$(KUSTOMIZE) build deploy/install | $(KUBECTL) delete --ignore-not-found --wait=false -f -
 
 .PHONY: deploy
-deploy: install ## Deploy overlays/$(ENV): the operator and the environment's Memcacheds.
-	$(KUSTOMIZE) build overlays/$(ENV) | $(KUBECTL) apply --server-side -f -
+deploy: install build ## Deploy overlays/$(ENV): the operator and the environment's Memcacheds (IMG=...: run that manager image).
+	IMG=$(DEPLOY_IMG) scripts/render.sh $(ENV) | $(KUBECTL) apply --server-side -f -
 
 .PHONY: undeploy
 undeploy: tools delete-memcacheds ## Remove overlays/$(ENV) from the cluster, Memcacheds first.
@@ -110,19 +145,19 @@ delete-memcacheds:
 		echo "Memcacheds are still there: is the operator running? See README, 'Removing the operator'." >&2; exit 1; }; fi
 
 .PHONY: render
-render: tools ## Print the manifests of overlays/$(ENV) (what Argo CD and Flux apply).
-	@$(KUSTOMIZE) build overlays/$(ENV)
+render: tools ## Print the manifests of overlays/$(ENV) (what Argo CD and Flux apply; IMG=... as make deploy).
+	@IMG=$(DEPLOY_IMG) scripts/render.sh $(ENV)
 
 .PHONY: kpt-render
 kpt-render: tools build ## Render every overlay's pins with kpt: kpt fn render overlays/<env> --allow-exec, bin/ on PATH.
 	@for env in $(ENVS); do scripts/render-pins.sh $$env; done
 
 .PHONY: pin
-pin: tools build ## Pin images/replicas of $(ENV): make pin ENV=prod IMAGE=repo:tag@sha256:... REPLICAS="Memcached/app-cache=3".
-	@scripts/pin.sh $(ENV) $(IMAGE)
+pin: tools build ## Pin images/replicas of $(ENV): make pin ENV=prod IMAGE=repo:tag [RESOLVE=1: by its registry digest] REPLICAS="Memcached/app-cache=3".
+	@RESOLVE="$(RESOLVE)" REPLICAS="$(REPLICAS)" scripts/pin.sh $(ENV) $(IMAGE)
 
 .PHONY: promote
-promote: tools build ## Copy the image pins of FROM into TO and render them: make promote FROM=dev TO=staging [DIGEST=sha256:...].
+promote: tools build ## Copy the image pins of FROM into TO and render them: make promote FROM=staging TO=prod (digests from the registry).
 	@scripts/promote.sh $(FROM) $(TO)
 
 ##@ Test

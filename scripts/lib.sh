@@ -1,4 +1,4 @@
-# Shared helpers of the overlay scripts (pin.sh, render-pins.sh, promote.sh).
+# Shared helpers of the scripts: paths, errors, overlays and their pins.
 # shellcheck shell=bash
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -15,6 +15,16 @@ overlay_dir() {
   local env=$1 dir="$root/overlays/$1"
   [[ -f $dir/kustomization.yaml ]] || die "no overlay '$env' (want one of: $(cd "$root/overlays" && echo */ | tr -d /))"
   echo "$dir"
+}
+
+# split_ref REF: sets ref_name, ref_tag and ref_digest from
+# repository[:tag][@digest] (a port in the registry host is not a tag).
+split_ref() {
+  ref_name=$1 ref_tag="" ref_digest=""
+  if [[ $ref_name == *@* ]]; then ref_digest=${ref_name#*@}; ref_name=${ref_name%%@*}; fi
+  local last=${ref_name##*/}
+  if [[ $last == *:* ]]; then ref_tag=${last#*:}; ref_name=${ref_name%:*}; fi
+  [[ -n $ref_tag || -n $ref_digest ]] || die "$1: give a tag, a digest or both (repository:tag@sha256:...)"
 }
 
 # apply_pins CONFIG FILE: runs the function with CONFIG on FILE and writes

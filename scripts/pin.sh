@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Pins images and replica counts of one environment: updates the overlay's
-# images.yaml / replicas.yaml and renders them into its kustomization.yaml.
+# images.yaml / replicas.yaml and renders them into its kustomizations.
 # Only images and workloads the overlay already pins can be changed (a typo
 # fails instead of adding a pin nobody uses).
 #
 # Usage: scripts/pin.sh ENV [IMAGE...]
 #   IMAGE is repository[:tag][@digest], e.g.
 #     registry.example.com/memcached-operator:v0.2.0@sha256:<64 hex>
+#   RESOLVE=1 pins each IMAGE given by tag by the digest its registry serves
+#   (the registry of the repository named, over TLS with your docker
+#   credentials; plain HTTP on localhost), instead of a digest typed by hand.
 #   REPLICAS="Kind/name=count ..." pins replica counts, e.g.
 #     REPLICAS="Memcached/app-cache=5 Deployment/memcached-operator-controller-manager=2"
 set -euo pipefail
@@ -30,16 +33,16 @@ if [[ $# -gt 0 ]]; then
     echo "$header"
     echo "images:"
     for ref in "$@"; do
-      name=$ref tag="" digest=""
-      if [[ $name == *@* ]]; then digest=${name#*@}; name=${name%%@*}; fi
-      last=${name##*/}
-      if [[ $last == *:* ]]; then tag=${last#*:}; name=${name%:*}; fi
-      [[ -n $tag || -n $digest ]] || die "$ref: give a tag, a digest or both (repository:tag@sha256:...)"
-      echo "- name: $name"
-      [[ -z $tag ]] || echo "  newTag: \"$tag\""
-      [[ -z $digest ]] || echo "  digest: $digest"
+      split_ref "$ref"
+      echo "- name: $ref_name"
+      [[ -z $ref_tag ]] || echo "  newTag: \"$ref_tag\""
+      [[ -z $ref_digest ]] || echo "  digest: $ref_digest"
     done
   } > "$tmp/images.yaml"
+  if [[ -n ${RESOLVE:-} ]]; then
+    [[ -x $root/bin/image ]] || die "bin/image is missing: run 'make build' first"
+    "$root/bin/image" resolve-pins --file "$tmp/images.yaml" || die "could not resolve the digests (see above); nothing was changed"
+  fi
   apply_pins "$tmp/images.yaml" "$dir/images.yaml"
 fi
 

@@ -4,57 +4,34 @@
 # set-image-replicas, and renders them into the target's kustomizations.
 # Commit the result and let Argo CD or Flux roll it out.
 #
-# An environment that pins an image by digest keeps doing so: the function
-# refuses a tag-only pin over a digest. Pass the digest of the promoted tag:
-#   DIGEST=sha256:<64 hex> scripts/promote.sh staging prod
-# It then applies to that image (IMAGE= to choose another; default: the operator).
+# An environment whose images.yaml says cache.example.com/pin-by-digest:
+# "true" (prod) gets every image by tag and digest, its own pins too: the
+# digest each tag has in its registry, resolved here (bin/image
+# resolve-pins), and a digest already pinned must be the one the registry
+# serves. A digest is
+# never typed by hand.
 #
 # Usage: scripts/promote.sh FROM TO
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 [[ $# -eq 2 ]] || die "usage: $0 FROM TO   (e.g. $0 dev staging)"
+[[ -z ${DIGEST:-} ]] || die "DIGEST is not taken: promotion resolves each tag's digest from its registry"
 need_function
 from=$(overlay_dir "$1")
 to=$(overlay_dir "$2")
-image=${IMAGE:-registry.example.com/memcached-operator}
-
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# pinned_field FILE FIELD: the field of $image's entry in a pins file.
-pinned_field() {
-  awk -v img="- name: $image" -v f="$2:" '
-    $0 == img { inside = 1; next }
-    inside && /^- / { exit }
-    inside && $1 == f { print $2; exit }' "$1"
-}
-
-config=$from/images.yaml
-if [[ -n ${DIGEST:-} ]]; then
-  # The source's pins with the promoted tag's digest added to $image.
-  config=$tmp/promoted.yaml
-  cp "$from/images.yaml" "$config"
-  cat > "$tmp/digest.yaml" <<CFG
-apiVersion: fn.cache.example.com/v1alpha1
-kind: SetImageReplicas
-metadata:
-  name: promoted-digest
-failOnEmptyMatch: true
-images:
-- name: $image
-  newTag: "$(pinned_field "$from/images.yaml" newTag)"
-  digest: $DIGEST
-CFG
-  "$fn" --quiet "$tmp/digest.yaml" "$config" > "$tmp/out.yaml" || die "DIGEST=$DIGEST: set-image-replicas refused it (see above); nothing was changed"
-  mv "$tmp/out.yaml" "$config"
-fi
-
-if ! "$fn" --quiet "$config" "$to/images.yaml" > "$tmp/images.yaml" 2> "$tmp/err"; then
+if ! "$fn" --quiet "$from/images.yaml" "$to/images.yaml" > "$tmp/images.yaml" 2> "$tmp/err"; then
   cat "$tmp/err" >&2
-  if grep -q "pinned by digest" "$tmp/err"; then
-    die "$2 pins $image by digest and $1 pins only a tag: run again with DIGEST=sha256:... of $image:$(pinned_field "$from/images.yaml" newTag)"
-  fi
   die "set-image-replicas refused the promotion (see above); nothing was changed"
+fi
+# Every pin of the target, the promoted ones and its own (prod's exporter),
+# gets the digest the registry serves for its tag.
+if grep -q 'cache.example.com/pin-by-digest: "true"' "$to/images.yaml"; then
+  [[ -x $root/bin/image ]] || die "bin/image is missing: run 'make build' first"
+  echo "promote: $2 pins by digest; resolving each tag's digest from its registry ..."
+  "$root/bin/image" resolve-pins --file "$tmp/images.yaml" || die "the registry does not confirm the pins of $2 (see above); nothing was changed"
 fi
 if ! cmp -s "$tmp/images.yaml" "$to/images.yaml"; then
   cp "$tmp/images.yaml" "$to/images.yaml"

@@ -67,6 +67,23 @@ func TestMakeTargets(t *testing.T) {
 		t.Fatal("make deploy did not create the dev Memcached")
 	}
 
+	// The seed's `export IMG=...; make docker-build docker-push; make deploy`:
+	// the manager runs IMG, and the overlay's files stay as they are.
+	overlayBefore := run.ReadFile(t, filepath.Join(root(t), "overlays", "dev", "operator", "kustomization.yaml"))
+	const img = "localhost:5000/memcached-operator:v0.0.1"
+	makeTarget("deploy", "IMG="+img)
+	d := &appsv1.Deployment{}
+	get(t, c, operatorNamespace, serviceAccount, d)
+	if got := d.Spec.Template.Spec.Containers[0].Image; got != img {
+		t.Errorf("make deploy IMG=%s runs %s", img, got)
+	}
+	if got := makeTarget("render", "ENV=prod", "IMG="+img); !strings.Contains(got, "image: "+img+"\n") {
+		t.Errorf("make render ENV=prod IMG=%s does not run IMG (prod's digest must go too)", img)
+	}
+	if run.ReadFile(t, filepath.Join(root(t), "overlays", "dev", "operator", "kustomization.yaml")) != overlayBefore {
+		t.Errorf("make deploy IMG=... changed the overlay")
+	}
+
 	if got := makeTarget("render"); got != string(buildCLI(t, "overlays/dev")) {
 		t.Errorf("make render is not the dev overlay")
 	}
@@ -125,7 +142,8 @@ func TestMakeHelp(t *testing.T) {
 	for _, target := range []string{
 		"help", "tools", "fmt", "vet", "lint", "build", "test", "generate", "manifests", "run", "e2e",
 		"install", "uninstall", "deploy", "undeploy", "render", "bench",
-		"cluster-up", "cluster-down", "pin", "promote",
+		"cluster-up", "cluster-down", "pin", "promote", "kpt-render",
+		"docker-build", "docker-push", "registry-up", "registry-down", "release", "retarget",
 	} {
 		if described[target] == "" {
 			t.Errorf("make help does not describe %q:\n%s", target, plain)

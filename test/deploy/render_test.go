@@ -126,7 +126,7 @@ const (
 	manager   = "Deployment/memcached-operator-controller-manager"
 	appCache  = "Memcached/app-cache"
 	operator  = "registry.example.com/memcached-operator"
-	prodImage = operator + ":v0.1.0@sha256:9b4e0c1d2f3a4b5c6d7e8f9a0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c"
+	prodImage = operator + ":v0.1.0"
 )
 
 // The environments differ exactly as the README's table says.

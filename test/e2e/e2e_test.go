@@ -22,7 +22,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/example/memcached-operator/test/internal/cluster"
@@ -58,7 +57,7 @@ func TestE2E(t *testing.T) {
 			k := cluster.StartLocal(t, "e2e-"+e.env, 3)
 			k.DumpOnFailure(t)
 			t.Logf("%s: cluster up in %v", e.env, k.Started.Round(time.Millisecond))
-			c := newClient(t, k.Kubeconfig)
+			c := k.Client(t)
 			kubectl := func(stdin []byte, args ...string) string {
 				t.Helper()
 				return cluster.Run(t, k.Kubeconfig, stdin, bins["kubectl"], args...)
@@ -126,20 +125,6 @@ func TestE2E(t *testing.T) {
 		})
 	}
 	t.Logf("e2e of %d environments in %v", len(environments), time.Since(suiteStart).Round(time.Second))
-}
-
-func newClient(t *testing.T, kubeconfig string) client.Client {
-	t.Helper()
-	cluster.QuietClientLogs()
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(cfg, client.Options{Scheme: cluster.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }
 
 func deployment(t *testing.T, c client.Client, namespace, name string) *appsv1.Deployment {

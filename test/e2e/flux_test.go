@@ -55,7 +55,7 @@ func TestFluxReconcilesTheRepository(t *testing.T) {
 
 			k := cluster.StartLocal(t, "flux-"+e.env, 3)
 			k.DumpOnFailure(t)
-			c := newClient(t, k.Kubeconfig)
+			c := k.Client(t)
 			ctrl := flux.Start(t, k.Kubeconfig)
 			t.Cleanup(func() {
 				if t.Failed() {

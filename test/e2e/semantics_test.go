@@ -35,7 +35,7 @@ func TestKubernetesSemantics(t *testing.T) {
 	// Exactly as many nodes as the rollout test's cache has pods.
 	k := cluster.StartLocal(t, "e2e-semantics", 3)
 	k.DumpOnFailure(t)
-	c := newClient(t, k.Kubeconfig)
+	c := k.Client(t)
 	kubectl := func(args ...string) string {
 		t.Helper()
 		return cluster.Run(t, k.Kubeconfig, nil, bins["kubectl"], args...)

@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/example/memcached-operator/test/internal/repo"
 	"github.com/example/memcached-operator/test/internal/run"
 )
@@ -140,6 +143,21 @@ func (l *Local) DumpOnFailure(t testing.TB) {
 			t.Logf("%s (last lines):\n%s", filepath.Base(f), strings.Join(lines, "\n"))
 		}
 	})
+}
+
+// Client is a controller-runtime client of the cluster, as its admin.
+func (l *Local) Client(t testing.TB) client.Client {
+	t.Helper()
+	QuietClientLogs()
+	cfg, err := clientcmd.BuildConfigFromFlags("", l.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // String is for logs.
