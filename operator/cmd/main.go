@@ -4,6 +4,7 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"flag"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
@@ -65,6 +67,8 @@ type options struct {
 	gracefulShutdownTimeout time.Duration
 	memoryLimitRatio        float64
 	showVersion             bool
+	deleteMemcacheds        bool
+	deleteMemcachedsTimeout time.Duration
 	zap                     zap.Options
 }
 
@@ -75,6 +79,13 @@ func main() {
 		return
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts.zap)))
+	if opts.deleteMemcacheds {
+		if err := deleteMemcacheds(opts); err != nil {
+			ctrl.Log.WithName("uninstall").Error(err, "Memcacheds not deleted")
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(opts); err != nil {
 		ctrl.Log.WithName("setup").Error(err, "manager exited")
 		os.Exit(1)
@@ -112,6 +123,10 @@ func parseFlags(fs *flag.FlagSet, args []string) *options {
 	fs.Float64Var(&o.memoryLimitRatio, "memory-limit-ratio", 0.9,
 		"Fraction of the container's memory limit (env MEMORY_LIMIT, in bytes, from the downward API) to use as the Go runtime's soft memory limit when GOMEMLIMIT is not set; the rest is headroom for what the Go heap does not count. 0 disables.")
 	fs.BoolVar(&o.showVersion, "version", false, "Print the version and exit.")
+	fs.BoolVar(&o.deleteMemcacheds, "delete-memcacheds", false,
+		"Do not run the operator: delete every Memcached (of --watch-namespaces, else all) and wait until the running operator has released them, then exit. Run before removing the operator (the Helm chart's pre-delete hook).")
+	fs.DurationVar(&o.deleteMemcachedsTimeout, "delete-memcacheds-timeout", 5*time.Minute,
+		"How long --delete-memcacheds waits for the Memcacheds to go.")
 	o.zap = zap.Options{Development: false}
 	o.zap.BindFlags(fs)
 	// Parse errors exit 2 with usage, as the flag package does by default.
@@ -187,6 +202,23 @@ func run(o *options) error {
 		return fmt.Errorf("run manager: %w", err)
 	}
 	return nil
+}
+
+// deleteMemcacheds is the --delete-memcacheds mode (see
+// controller.DeleteAllMemcacheds).
+func deleteMemcacheds(o *options) error {
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("load kubeconfig: %w (set --kubeconfig or KUBECONFIG, or run in a pod)", err)
+	}
+	cfg.UserAgent = "memcached-operator/" + buildVersion()
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctrl.SetupSignalHandler(), o.deleteMemcachedsTimeout)
+	defer cancel()
+	return controller.DeleteAllMemcacheds(ctx, c, splitList(o.watchNamespaces), 2*time.Second, ctrl.Log.WithName("uninstall"))
 }
 
 // applyRateLimits sets the client-side limits. Without --kube-api-qps the
