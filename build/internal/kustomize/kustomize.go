@@ -1,0 +1,34 @@
+// Package kustomize builds the repository's kustomizations in process, with
+// the same kustomize API the kustomize CLI is built on (no plugins, as
+// Argo CD and Flux build them), for the generators of the Helm chart and
+// the OLM bundle.
+package kustomize
+
+import (
+	"fmt"
+
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/kustomize/kyaml/yaml"
+)
+
+// Build returns the objects of the kustomization in dir, in kustomize's
+// output order.
+func Build(dir string) ([]*yaml.RNode, error) {
+	res, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		return nil, fmt.Errorf("kustomize build %s: %w", dir, err)
+	}
+	return res.ToRNodeSlice(), nil
+}
+
+// Find returns the object of the given kind and name, or an error naming
+// what the generators expected to find in dir.
+func Find(objects []*yaml.RNode, kind, name string) (*yaml.RNode, error) {
+	for _, o := range objects {
+		if o.GetKind() == kind && o.GetName() == name {
+			return o, nil
+		}
+	}
+	return nil, fmt.Errorf("no %s %s in the kustomize output", kind, name)
+}
