@@ -45,9 +45,22 @@ generate: tools ## Generate the API's deepcopy code from its markers.
 	cd operator && $(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
 
 .PHONY: manifests
-manifests: tools ## Generate the CRD and the manager's RBAC role in deploy/ from the operator's markers.
+manifests: tools ## Generate the CRD and RBAC role from the operator's markers, then everything made from deploy/: ServiceMonitor, Helm chart, OLM bundle and catalog.
 	cd operator && $(CONTROLLER_GEN) rbac:roleName=memcached-operator-manager-role crd paths=./... \
 		output:crd:artifacts:config=../deploy/crd/bases output:rbac:artifacts:config=../deploy/rbac
+	go run ./build/cmd/generate prometheus helm-chart bundle catalog
+
+# The release version make helm-chart and make bundle set: VERSION only when
+# given on the command line or in the environment, never git describe's.
+RELEASE_VERSION = $(if $(filter environment command,$(firstword $(origin VERSION))),$(VERSION))
+
+.PHONY: helm-chart
+helm-chart: ## Generate the Helm chart deploy/helm/memcached-operator from deploy/ ([VERSION=v0.2.0] sets the release version first).
+	go run ./build/cmd/generate $(if $(RELEASE_VERSION),set-version=$(RELEASE_VERSION)) prometheus helm-chart
+
+.PHONY: bundle
+bundle: ## Generate the OLM bundle (bundle/, bundle.Dockerfile) and its catalog/ entry ([VERSION=v0.2.0] sets the release version first).
+	go run ./build/cmd/generate $(if $(RELEASE_VERSION),set-version=$(RELEASE_VERSION) prometheus helm-chart) bundle catalog
 
 .PHONY: fmt
 fmt: tools ## Format the Go code (gofmt + goimports through golangci-lint).
@@ -86,6 +99,14 @@ docker-build: build ## Build the manager and set-image-replicas images (linux/am
 .PHONY: docker-push
 docker-push: build ## Push them: the manager to IMG, set-image-replicas beside it (FN_IMG); plain HTTP only to localhost.
 	@IMG=$(IMG) scripts/images.sh push
+
+.PHONY: helm-push
+helm-push: tools ## Package the chart and push it to oci://$(REGISTRY)/charts (plain HTTP only to localhost).
+	@REGISTRY=$(REGISTRY) scripts/helm-push.sh
+
+.PHONY: olm-publish
+olm-publish: tools build ## Build and push the bundle and catalog images to REGISTRY, the bundle pinned by digest in the catalog; prints the CatalogSource.
+	@VERSION=$(VERSION) REGISTRY=$(REGISTRY) scripts/olm.sh
 
 .PHONY: registry-up
 registry-up: tools ## Run a local OCI registry on 127.0.0.1:5000 (REGISTRY_PORT), storage under .work/registry.

@@ -3,8 +3,9 @@
 # Kubernetes control plane (for envtest and the local cluster), etcd, kwok,
 # kustomize, controller-gen, golangci-lint, memcached_exporter, kpt's fn
 # render, Flux's source-controller and kustomize-controller with their CRDs
-# (bin/flux-crds), and the CNCF distribution registry. Nothing is downloaded from release pages, so it works
-# where setup-envtest and kind cannot.
+# (bin/flux-crds), the CNCF distribution registry, helm, and operator-registry's
+# opm. Nothing is downloaded from release pages, so it works where
+# setup-envtest and kind cannot.
 #
 # Versions come from tools/go.mod and the modules beside it (tools/*/go.mod),
 # one per tool whose dependencies must not change another's; binaries are
@@ -23,7 +24,7 @@ stamp="$bin/.tools-stamp"
 export GOWORK=off GOFLAGS="${GOFLAGS:+$GOFLAGS }-mod=mod" CGO_ENABLED=0
 
 tools=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok kwokctl kustomize controller-gen golangci-lint memcached_exporter
-  kpt source-controller kustomize-controller flux-crds registry)
+  kpt source-controller kustomize-controller flux-crds registry helm opm)
 
 key=$(cat "$root"/tools/go.mod "$root"/tools/go.sum "$root"/tools/*/go.mod "$root"/tools/*/go.sum "$0" | sha256sum | cut -d' ' -f1)
 key="$key $(go env GOVERSION GOOS GOARCH | tr '\n' ' ')"
@@ -86,6 +87,12 @@ build kpt                     tools/kpt  github.com/example/memcached-operator/t
 build source-controller       tools/flux github.com/fluxcd/source-controller
 build kustomize-controller    tools/flux github.com/fluxcd/kustomize-controller
 build registry                tools/registry github.com/distribution/distribution/v3/cmd/registry "-X github.com/distribution/distribution/v3/version.version=$(modver tools/registry github.com/distribution/distribution/v3)"
+build helm                    tools/helm helm.sh/helm/v4/cmd/helm "-X helm.sh/helm/v4/internal/version.version=$(modver tools/helm helm.sh/helm/v4)"
+# opm as operator-registry's release builds it: the pure-Go OpenPGP
+# implementation instead of gpgme (cgo), and no sqlite (file-based catalogs
+# need none).
+GOFLAGS="$GOFLAGS -tags=containers_image_openpgp" \
+build opm                     tools/opm  github.com/operator-framework/operator-registry/cmd/opm "-X github.com/operator-framework/operator-registry/cmd/opm/version.opmVersion=$(modver tools/opm github.com/operator-framework/operator-registry)"
 
 # The controllers' CRDs, from the same module versions, for the tests that
 # install them (test/e2e's Flux run).
@@ -95,7 +102,12 @@ for m in source-controller kustomize-controller; do
   cp "$dir"/config/crd/bases/*.yaml "$bin/flux-crds/"
 done
 chmod -R u+w "$bin/flux-crds"
-echo "tools: copied Flux CRDs of source-controller ${flux_source} and kustomize-controller ${flux_kustomize} into ${bin#"$root"/}/flux-crds"
+# helm-controller itself is not served by the Go module proxy, so the
+# HelmRelease CRD (for deploy/flux/helm) is generated from its API module,
+# pinned in tools/flux, by the same controller-gen as ours.
+helm_api=$(modver tools/flux github.com/fluxcd/helm-controller/api)
+(cd "$root/tools/flux" && "$bin/controller-gen" crd paths=github.com/fluxcd/helm-controller/api/v2 output:crd:dir="$bin/flux-crds")
+echo "tools: Flux CRDs of source-controller ${flux_source}, kustomize-controller ${flux_kustomize} and helm-controller/api ${helm_api} in ${bin#"$root"/}/flux-crds"
 
 echo "$key" > "$stamp"
 echo "tools: done in $(elapsed "$start"): $(IFS=,; echo "${tools[*]}")"

@@ -61,7 +61,7 @@ up() {
       # Stop first: after a crash some components may still run without the
       # others (an apiserver without its etcd), and start skips those.
       "$kwokctl" stop cluster --name "$name" >>"$log" 2>&1 || true
-      "$kwokctl" start cluster --name "$name" --wait 60s >>"$log" 2>&1 || {
+      "$kwokctl" start cluster --name "$name" --wait 180s >>"$log" 2>&1 || {
         echo "cluster: the cluster directory $dir looks stale (left by a crash or another machine): run 'make cluster-down' and try again" >&2
         kwokctl_failed "start cluster"
       }
@@ -77,7 +77,7 @@ up() {
       --kube-controller-manager-binary "$root/bin/kube-controller-manager" \
       --kube-scheduler-binary "$root/bin/kube-scheduler" \
       --kwok-controller-binary "$root/bin/kwok" \
-      --wait 60s ${KWOK_ARGS:-} >"$log" 2>&1 || kwokctl_failed "create cluster"
+      --wait 180s ${KWOK_ARGS:-} >"$log" 2>&1 || kwokctl_failed "create cluster"
     # kwokctl exits 0 even when its wait for readiness timed out.
     reachable || kwokctl_failed "create cluster"
     say "created cluster '$name' in $(elapsed "$t0")"

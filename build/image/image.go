@@ -24,10 +24,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"strings"
 	"time"
 
@@ -36,6 +38,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+	sigsyaml "sigs.k8s.io/yaml"
 )
 
 // UID and GID of the images' user, as distroless' nonroot.
@@ -50,14 +53,29 @@ type Component struct {
 	Name string
 	// Module is the directory of its Go module, relative to the repository.
 	Module string
-	// Package is the main package, relative to Module.
+	// Package is the main package, relative to Module; empty for an image
+	// of files only (the OLM bundle).
 	Package string
+	// Tags are the binary's build tags.
+	Tags []string
 	// Path is where the binary lives in the image; it is the entrypoint.
 	Path string
+	// Cmd are the entrypoint's default arguments.
+	Cmd []string
 	// VersionVar is the -X variable that receives the version, if any.
 	VersionVar string
 	// Title and Description become OCI labels.
 	Title, Description string
+	// Files are copied into the image: its path, from a file or directory
+	// of the repository.
+	Files map[string]string
+	// Labels are more config labels; AnnotationsFile, a YAML file whose
+	// `annotations:` map is also added as labels (an OLM bundle's
+	// metadata/annotations.yaml, which its image must carry as labels).
+	Labels          map[string]string
+	AnnotationsFile string
+	// WritableTmp adds a /tmp the non-root user can write to.
+	WritableTmp bool
 }
 
 // Components are the images this repository ships.
@@ -69,6 +87,24 @@ var Components = map[string]Component{
 	"set-image-replicas": {
 		Name: "set-image-replicas", Module: "krm-functions/set-image-replicas", Package: ".", Path: "/usr/local/bin/set-image-replicas",
 		Title: "set-image-replicas", Description: "KRM function that pins container images and replica counts",
+	},
+	// The OLM bundle image, as bundle.Dockerfile describes it: the
+	// manifests and metadata, labelled with the metadata's annotations.
+	"bundle": {
+		Name: "bundle", Title: "memcached-operator-bundle", Description: "OLM bundle (registry+v1) of memcached-operator",
+		Files:           map[string]string{"/manifests": "bundle/manifests", "/metadata": "bundle/metadata"},
+		AnnotationsFile: "bundle/metadata/annotations.yaml",
+	},
+	// The file-based catalog image, as OLM's catalog images are made:
+	// operator-registry's opm (pinned in tools/opm, built as its releases
+	// are: pure-Go OpenPGP) serving /configs over gRPC on :50051.
+	"catalog": {
+		Name: "opm", Module: "tools/opm", Package: "github.com/operator-framework/operator-registry/cmd/opm", Tags: []string{"containers_image_openpgp"},
+		Path: "/bin/opm", Cmd: []string{"serve", "/configs", "--cache-dir=/tmp/cache"},
+		Title: "memcached-operator-catalog", Description: "OLM file-based catalog of memcached-operator",
+		Files:       map[string]string{"/configs": "catalog"},
+		Labels:      map[string]string{"operators.operatorframework.io.index.configs.v1": "/configs"},
+		WritableTmp: true,
 	},
 }
 
@@ -95,7 +131,11 @@ func (c Component) LDFlags(version string) string {
 // GoBuildArgs is the `go build` command line of a component's binary. The
 // Dockerfiles run the same flags; test/ship checks that they do.
 func (c Component) GoBuildArgs(version, out string) []string {
-	return []string{"build", "-trimpath", "-buildvcs=false", "-ldflags", c.LDFlags(version), "-o", out, c.Package}
+	args := []string{"build", "-trimpath", "-buildvcs=false"}
+	if len(c.Tags) > 0 {
+		args = append(args, "-tags", strings.Join(c.Tags, ","))
+	}
+	return append(args, "-ldflags", c.LDFlags(version), "-o", out, c.Package)
 }
 
 // GoBuildEnv is the environment of that build for a platform: static
@@ -130,18 +170,29 @@ func Build(ctx context.Context, repo string, c Component, md Metadata, platforms
 	if err != nil {
 		return nil, err
 	}
+	extra, err := c.filesLayer(repo, md.Created)
+	if err != nil {
+		return nil, err
+	}
+	cfgLabels, err := c.configLabels(repo, md)
+	if err != nil {
+		return nil, err
+	}
 	out := &Built{}
 	var adds []mutate.IndexAddendum
 	for _, p := range platforms {
 		start := time.Now()
-		bin := filepath.Join(work, p.OS+"-"+p.Architecture, c.Name)
-		cmd := exec.CommandContext(ctx, "go", c.GoBuildArgs(md.Version, bin)...)
-		cmd.Dir = filepath.Join(repo, c.Module)
-		cmd.Env = append(os.Environ(), GoBuildEnv(p)...)
-		if b, err := cmd.CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("go build %s for %s: %w\n%s", c.Name, p, err, b)
+		var bin string
+		if c.Package != "" {
+			bin = filepath.Join(work, p.OS+"-"+p.Architecture, c.Name)
+			cmd := exec.CommandContext(ctx, "go", c.GoBuildArgs(md.Version, bin)...)
+			cmd.Dir = filepath.Join(repo, c.Module)
+			cmd.Env = append(os.Environ(), GoBuildEnv(p)...)
+			if b, err := cmd.CombinedOutput(); err != nil {
+				return nil, fmt.Errorf("go build %s for %s: %w\n%s", c.Name, p, err, b)
+			}
 		}
-		img, err := platformImage(c, md, p, base, bin)
+		img, err := platformImage(c, md, p, base, bin, extra, cfgLabels)
 		if err != nil {
 			return nil, err
 		}
@@ -149,11 +200,13 @@ func Build(ctx context.Context, repo string, c Component, md Metadata, platforms
 		if err != nil {
 			return nil, err
 		}
-		sbom, err := SBOM(c, md, bin, p, desc)
-		if err != nil {
-			return nil, err
+		if bin != "" {
+			sbom, err := SBOM(c, md, bin, p, desc)
+			if err != nil {
+				return nil, err
+			}
+			out.SBOMs = append(out.SBOMs, sbom)
 		}
-		out.SBOMs = append(out.SBOMs, sbom)
 		adds = append(adds, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: &p}})
 		if progress != nil {
 			fmt.Fprintf(progress, "image: built %s for %s (%s) in %v\n", c.Name, p, desc.Digest, time.Since(start).Round(time.Millisecond))
@@ -178,19 +231,23 @@ func labels(c Component, md Metadata) map[string]string {
 	}
 }
 
-func platformImage(c Component, md Metadata, p v1.Platform, base v1.Layer, bin string) (v1.Image, error) {
-	data, err := os.ReadFile(bin)
-	if err != nil {
-		return nil, err
+func platformImage(c Component, md Metadata, p v1.Platform, base v1.Layer, bin string, extra v1.Layer, cfgLabels map[string]string) (v1.Image, error) {
+	layers := []mutate.Addendum{{Layer: base, History: v1.History{Created: v1.Time{Time: md.Created}, CreatedBy: "passwd and group for the nonroot user " + User, Comment: "memcached-operator build/image"}}}
+	if bin != "" {
+		data, err := os.ReadFile(bin)
+		if err != nil {
+			return nil, err
+		}
+		binLayer, err := tarLayer(md.Created, []file{{path: c.Path, mode: 0o755, data: data}})
+		if err != nil {
+			return nil, err
+		}
+		layers = append(layers, mutate.Addendum{Layer: binLayer, History: v1.History{Created: v1.Time{Time: md.Created}, CreatedBy: "go " + strings.Join(c.GoBuildArgs(md.Version, c.Path), " "), Comment: runtime.Version()}})
 	}
-	binLayer, err := tarLayer(md.Created, []file{{path: c.Path, mode: 0o755, data: data}})
-	if err != nil {
-		return nil, err
+	if extra != nil {
+		layers = append(layers, mutate.Addendum{Layer: extra, History: v1.History{Created: v1.Time{Time: md.Created}, CreatedBy: "files " + strings.Join(c.fileSources(), " "), Comment: "memcached-operator build/image"}})
 	}
-	img, err := mutate.Append(mutate.MediaType(mutate.ConfigMediaType(empty.Image, types.OCIConfigJSON), types.OCIManifestSchema1),
-		mutate.Addendum{Layer: base, History: v1.History{Created: v1.Time{Time: md.Created}, CreatedBy: "passwd and group for the nonroot user " + User, Comment: "memcached-operator build/image"}},
-		mutate.Addendum{Layer: binLayer, History: v1.History{Created: v1.Time{Time: md.Created}, CreatedBy: "go " + strings.Join(c.GoBuildArgs(md.Version, c.Path), " "), Comment: runtime.Version()}},
-	)
+	img, err := mutate.Append(mutate.MediaType(mutate.ConfigMediaType(empty.Image, types.OCIConfigJSON), types.OCIManifestSchema1), layers...)
 	if err != nil {
 		return nil, err
 	}
@@ -203,10 +260,12 @@ func platformImage(c Component, md Metadata, p v1.Platform, base v1.Layer, bin s
 	cf.Created = v1.Time{Time: md.Created}
 	cf.Config = v1.Config{
 		User:       User,
-		Entrypoint: []string{c.Path},
 		WorkingDir: "/",
 		Env:        []string{"PATH=/usr/local/bin:/usr/bin:/bin"},
-		Labels:     labels(c, md),
+		Labels:     cfgLabels,
+	}
+	if bin != "" {
+		cf.Config.Entrypoint, cf.Config.Cmd = []string{c.Path}, c.Cmd
 	}
 	return mutate.ConfigFile(img, cf)
 }
@@ -231,6 +290,80 @@ type file struct {
 	path string
 	mode int64
 	data []byte
+	dir  bool
+}
+
+// fileSources are the repository paths of Files, sorted.
+func (c Component) fileSources() []string {
+	var out []string
+	for _, src := range c.Files {
+		out = append(out, src)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// filesLayer holds Files (and /tmp with WritableTmp), in a fixed order;
+// nil when there are none.
+func (c Component) filesLayer(repo string, created time.Time) (v1.Layer, error) {
+	if len(c.Files) == 0 && !c.WritableTmp {
+		return nil, nil
+	}
+	var files []file
+	if c.WritableTmp {
+		files = append(files, file{path: "/tmp", mode: 0o1777, dir: true})
+	}
+	dsts := make([]string, 0, len(c.Files))
+	for dst := range c.Files {
+		dsts = append(dsts, dst)
+	}
+	sort.Strings(dsts)
+	for _, dst := range dsts {
+		src := filepath.Join(repo, c.Files[dst])
+		err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			rel, err := filepath.Rel(src, path)
+			if err != nil {
+				return err
+			}
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			files = append(files, file{path: filepath.ToSlash(filepath.Join(dst, rel)), mode: 0o644, data: data})
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", c.Files[dst], err)
+		}
+	}
+	return tarLayer(created, files)
+}
+
+// configLabels are the OCI labels plus Labels and AnnotationsFile's.
+func (c Component) configLabels(repo string, md Metadata) (map[string]string, error) {
+	out := labels(c, md)
+	for k, v := range c.Labels {
+		out[k] = v
+	}
+	if c.AnnotationsFile != "" {
+		raw, err := os.ReadFile(filepath.Join(repo, c.AnnotationsFile))
+		if err != nil {
+			return nil, err
+		}
+		var doc struct {
+			Annotations map[string]string `json:"annotations"`
+		}
+		if err := sigsyaml.Unmarshal(raw, &doc); err != nil {
+			return nil, fmt.Errorf("%s: %w", c.AnnotationsFile, err)
+		}
+		for k, v := range doc.Annotations {
+			out[k] = v
+		}
+	}
+	return out, nil
 }
 
 // baseLayer is all the image has besides its binary: the user 65532 (and
@@ -251,6 +384,13 @@ func tarLayer(created time.Time, files []file) (v1.Layer, error) {
 	for _, f := range files {
 		rel := strings.TrimPrefix(f.path, "/")
 		var parents []string
+		if f.dir {
+			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: rel + "/", Mode: f.mode, ModTime: created, Format: tar.FormatPAX}); err != nil {
+				return nil, err
+			}
+			dirs[rel] = true
+			continue
+		}
 		for d := filepath.Dir(rel); d != "." && !dirs[d]; d = filepath.Dir(d) {
 			parents = append([]string{d}, parents...)
 			dirs[d] = true

@@ -142,6 +142,7 @@ require (
 	github.com/fatih/color v1.19.0 // indirect
 	github.com/felixge/httpsnoop v1.1.0 // indirect
 	github.com/fluxcd/cli-utils v1.2.3 // indirect
+	github.com/fluxcd/helm-controller/api v1.6.5
 	github.com/fluxcd/kustomize-controller v1.9.6 // indirect
 	github.com/fluxcd/kustomize-controller/api v1.9.6 // indirect
 	github.com/fluxcd/pkg/apis/acl v0.10.0 // indirect

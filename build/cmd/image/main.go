@@ -38,17 +38,28 @@ func run(args []string) error {
 	fs := flag.NewFlagSet("image "+args[0], flag.ContinueOnError)
 	switch args[0] {
 	case "build":
-		component := fs.String("component", "", "manager or set-image-replicas")
+		component := fs.String("component", "", "manager, set-image-replicas, bundle or catalog")
 		version := fs.String("version", "", "version stamped into the binary and the labels")
 		source := fs.String("source", "https://github.com/example/memcached-operator", "org.opencontainers.image.source")
 		out := fs.String("out", "", "OCI layout directory to write")
 		repo := fs.String("repo", ".", "repository root")
+		files := fs.String("files", "", "IMAGE_PATH=REPO_PATH,... replacing the component's files (a published catalog's configs)")
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}
 		c, ok := image.Components[*component]
 		if !ok || *version == "" || *out == "" {
-			return errors.New("build needs --component (manager or set-image-replicas), --version and --out")
+			return errors.New("build needs --component (manager, set-image-replicas, bundle or catalog), --version and --out")
+		}
+		if *files != "" {
+			c.Files = map[string]string{}
+			for _, f := range strings.Split(*files, ",") {
+				dst, src, ok := strings.Cut(f, "=")
+				if !ok {
+					return fmt.Errorf("--files %s: want IMAGE_PATH=REPO_PATH", f)
+				}
+				c.Files[dst] = src
+			}
 		}
 		md, err := metadata(*repo, *version, *source)
 		if err != nil {
