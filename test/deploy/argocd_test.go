@@ -154,8 +154,9 @@ func normalizeNumbers(v any) any {
 // waves order them first and Memcacheds last, RBAC binds only the
 // operator's own roles, and an autoscaled Memcached does not fight
 // self-heal.
-func TestArgoCDApplications(t *testing.T) {
-	objs := render(t, "deploy/argocd")
+// appProjects are the AppProjects among rendered objects, by name.
+func appProjects(t *testing.T, objs rendered) map[string]argocd.Project {
+	t.Helper()
 	projects := map[string]argocd.Project{}
 	for id, o := range objs {
 		if o.GetKind() == "AppProject" {
@@ -168,6 +169,12 @@ func TestArgoCDApplications(t *testing.T) {
 			projects[o.GetName()] = spec.Spec
 		}
 	}
+	return projects
+}
+
+func TestArgoCDApplications(t *testing.T) {
+	objs := render(t, "deploy/argocd")
+	projects := appProjects(t, objs)
 	apps := expandApplicationSet(t, objs["ApplicationSet/memcached"])
 	if len(apps) != 2*len(envs) {
 		t.Fatalf("the ApplicationSet generates %d Applications, want an operator and an instances one per environment", len(apps))

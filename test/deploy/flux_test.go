@@ -1,9 +1,13 @@
 package deploy
 
 import (
+	"strings"
 	"testing"
 
+	sigsyaml "sigs.k8s.io/yaml"
+
 	"github.com/example/memcached-operator/test/internal/cluster"
+	"github.com/example/memcached-operator/test/internal/helmtemplate"
 	"github.com/example/memcached-operator/test/internal/repo"
 )
 
@@ -19,9 +23,46 @@ func TestFluxObjectsAreValid(t *testing.T) {
 	cluster.Run(t, c.Kubeconfig, nil, bins["kubectl"], "apply", "--server-side", "-f", bins["flux-crds"])
 	cluster.Run(t, c.Kubeconfig, nil, bins["kubectl"], "wait", "--for=condition=Established", "--all", "crd", "--timeout=60s")
 	cluster.Run(t, c.Kubeconfig, nil, bins["kubectl"], "create", "namespace", "flux-system")
+	for _, dir := range append(envDirs(), "deploy/flux/helm") {
+		out := cluster.Run(t, c.Kubeconfig, nil, bins["kubectl"], "apply", "--server-side", "--dry-run=server", "-k", dir)
+		t.Logf("%s: %s", dir, out)
+	}
+}
+
+func envDirs() []string {
+	var dirs []string
 	for _, env := range envs {
-		out := cluster.Run(t, c.Kubeconfig, nil, bins["kubectl"], "apply", "--server-side", "--dry-run=server", "-k", "deploy/flux/clusters/"+env)
-		t.Logf("%s: %s", env, out)
+		dirs = append(dirs, "deploy/flux/clusters/"+env)
+	}
+	return dirs
+}
+
+// The HelmRelease deploys the repository's chart: its OCIRepository pulls
+// the chart's version, and its values pass the chart's schema and
+// templates as helm-controller renders them (release name, target
+// namespace).
+func TestFluxHelmRelease(t *testing.T) {
+	r := render(t, "deploy/flux/helm")
+	c := helmtemplate.Load(t, helmtemplate.Dir(t))
+	if tag := r.get(t, "OCIRepository/memcached-operator-chart", "spec", "ref", "tag"); tag != c.Metadata.Version {
+		t.Errorf("the OCIRepository pulls chart version %q, the repository's is %s", tag, c.Metadata.Version)
+	}
+	if url := r.get(t, "OCIRepository/memcached-operator-chart", "spec", "url"); !strings.HasSuffix(url, "/"+c.Metadata.Name) {
+		t.Errorf("the OCIRepository pulls %s, not chart %s", url, c.Metadata.Name)
+	}
+	hr := r["HelmRelease/memcached-operator"]
+	var spec struct {
+		Spec struct {
+			ReleaseName     string         `json:"releaseName"`
+			TargetNamespace string         `json:"targetNamespace"`
+			Values          map[string]any `json:"values"`
+		} `json:"spec"`
+	}
+	if err := sigsyaml.Unmarshal([]byte(hr.MustString()), &spec); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := helmtemplate.Template(c, spec.Spec.ReleaseName, spec.Spec.TargetNamespace, spec.Spec.Values); err != nil {
+		t.Errorf("the HelmRelease's values do not render: %v", err)
 	}
 }
 

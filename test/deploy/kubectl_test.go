@@ -196,27 +196,11 @@ func expectArgoHealth(t *testing.T, c *cluster.Envtest, want string) {
 func waitForCondition(t *testing.T, c *cluster.Envtest, condType, status, reason string) {
 	t.Helper()
 	cluster.Eventually(t, 30*time.Second, "app-cache "+condType+"="+status+" "+reason, func() error {
-		mc := &unstructured.Unstructured{}
-		mc.SetAPIVersion("cache.example.com/v1alpha1")
-		mc.SetKind("Memcached")
-		if err := c.Client.Get(context.Background(), types.NamespacedName{Namespace: cacheNamespace, Name: "app-cache"}, mc); err != nil {
+		mc, err := cluster.Memcached(c.Client, cacheNamespace, "app-cache")
+		if err != nil {
 			return err
 		}
-		gen, _, _ := unstructured.NestedInt64(mc.Object, "status", "observedGeneration")
-		if gen != mc.GetGeneration() {
-			return fmt.Errorf("observedGeneration %d of %d", gen, mc.GetGeneration())
-		}
-		conditions, _, _ := unstructured.NestedSlice(mc.Object, "status", "conditions")
-		for _, raw := range conditions {
-			cond, _ := raw.(map[string]any)
-			if cond["type"] == condType {
-				if cond["status"] == status && (reason == "" || cond["reason"] == reason) {
-					return nil
-				}
-				return fmt.Errorf("%s is %v (%v: %v)", condType, cond["status"], cond["reason"], cond["message"])
-			}
-		}
-		return fmt.Errorf("no %s condition", condType)
+		return cluster.MemcachedCondition(mc, condType, status, reason)
 	})
 }
 

@@ -1,6 +1,9 @@
 package argocd
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // The matching rules behave as Argo CD's own tests say they do
 // (pkg/apis/application/v1alpha1/types_test.go): globs, "!" denials, an
@@ -39,6 +42,31 @@ func TestRules(t *testing.T) {
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: %v, want %v", c.name, c.got, c.want)
+		}
+	}
+}
+
+// The hook rules behave as gitops-engine's own tests say (hook_test.go,
+// helm/hook_test.go, helm/type_test.go).
+func TestHookRules(t *testing.T) {
+	for _, c := range []struct {
+		annotations map[string]string
+		hook        bool
+		types       string
+	}{
+		{map[string]string{}, false, ""},
+		{map[string]string{"helm.sh/hook": "crd-install"}, false, ""},
+		{map[string]string{"helm.sh/hook": "pre-install"}, true, "PreSync"},
+		{map[string]string{"helm.sh/hook": "post-install,post-upgrade"}, true, "PostSync,PostSync"},
+		{map[string]string{"helm.sh/hook": "pre-delete"}, true, ""},
+		{map[string]string{"argocd.argoproj.io/hook": "Skip"}, false, "Skip"},
+		{map[string]string{"argocd.argoproj.io/hook": "Sync", "helm.sh/hook": "pre-install"}, true, "Sync"},
+	} {
+		if got := IsHook(c.annotations); got != c.hook {
+			t.Errorf("IsHook(%v) = %v, want %v", c.annotations, got, c.hook)
+		}
+		if got := strings.Join(HookTypes(c.annotations), ","); got != c.types {
+			t.Errorf("HookTypes(%v) = %q, want %q", c.annotations, got, c.types)
 		}
 	}
 }
