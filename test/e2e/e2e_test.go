@@ -20,7 +20,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -84,25 +83,25 @@ func TestE2E(t *testing.T) {
 				"--leader-elect", "--leader-election-namespace="+operatorNamespace, "--metrics-bind-address=0")
 
 			// The environment's own cache.
-			waitReady(t, c, "cache", "app-cache", e.cacheSize)
+			cluster.WaitMemcachedReady(t, c, "cache", "app-cache", e.cacheSize)
 
 			// The tutorial's Memcached, verbatim.
 			start := time.Now()
 			kubectl(nil, "apply", "--server-side", "-f", "deploy/samples/memcached-sample.yaml")
-			waitReady(t, c, "default", "memcached-sample", 3)
+			cluster.WaitMemcachedReady(t, c, "default", "memcached-sample", 3)
 			t.Logf("%s: seed Memcached 3/3 Ready %v after apply", e.env, time.Since(start).Round(time.Millisecond))
 			waitPods(t, c, "default", "app.kubernetes.io/instance=memcached-sample", 3, "memcached:1.6.39-alpine")
 
 			kubectl(nil, "scale", "memcached/memcached-sample", "--replicas=5")
-			waitReady(t, c, "default", "memcached-sample", 5)
+			cluster.WaitMemcachedReady(t, c, "default", "memcached-sample", 5)
 
 			kubectl(nil, "patch", "memcached/memcached-sample", "--type=merge", "-p", `{"spec":{"image":"memcached:1.6.38-alpine"}}`)
-			waitReady(t, c, "default", "memcached-sample", 5)
+			cluster.WaitMemcachedReady(t, c, "default", "memcached-sample", 5)
 			waitPods(t, c, "default", "app.kubernetes.io/instance=memcached-sample", 5, "memcached:1.6.38-alpine")
 
 			// Paused: a manual change stays; resumed: it is undone.
 			kubectl(nil, "patch", "memcached/memcached-sample", "--type=merge", "-p", `{"spec":{"paused":true}}`)
-			waitCondition(t, c, "default", "memcached-sample", "Progressing", "Paused")
+			cluster.WaitMemcachedCondition(t, c, "default", "memcached-sample", "Progressing", "Paused")
 			kubectl(nil, "scale", "deployment/memcached-sample", "--replicas=2")
 			waitPods(t, c, "default", "app.kubernetes.io/instance=memcached-sample", 2, "")
 			time.Sleep(2 * time.Second)
@@ -110,7 +109,7 @@ func TestE2E(t *testing.T) {
 				t.Errorf("a paused Memcached changed its Deployment to %d replicas", *d.Spec.Replicas)
 			}
 			kubectl(nil, "patch", "memcached/memcached-sample", "--type=merge", "-p", `{"spec":{"paused":false}}`)
-			waitReady(t, c, "default", "memcached-sample", 5)
+			cluster.WaitMemcachedReady(t, c, "default", "memcached-sample", 5)
 
 			kubectl(nil, "delete", "memcached/memcached-sample", "--wait", "--timeout=60s")
 			cluster.Eventually(t, waitFor, "the owned objects to go", func() error {
@@ -190,60 +189,4 @@ func labelSelector(s string) (client.MatchingLabels, error) {
 		return nil, fmt.Errorf("selector %q: want key=value", s)
 	}
 	return client.MatchingLabels{k: v}, nil
-}
-
-func memcached(t *testing.T, c client.Client, namespace, name string) (*unstructured.Unstructured, error) {
-	t.Helper()
-	mc := &unstructured.Unstructured{}
-	mc.SetAPIVersion("cache.example.com/v1alpha1")
-	mc.SetKind("Memcached")
-	err := c.Get(context.Background(), types.NamespacedName{Namespace: namespace, Name: name}, mc)
-	return mc, err
-}
-
-// waitReady waits for the Memcached's own status to say size/size Ready for
-// its current generation.
-func waitReady(t *testing.T, c client.Client, namespace, name string, size int) {
-	t.Helper()
-	cluster.Eventually(t, waitFor, fmt.Sprintf("Memcached %s/%s %d/%d Ready", namespace, name, size, size), func() error {
-		mc, err := memcached(t, c, namespace, name)
-		if err != nil {
-			return err
-		}
-		ready, _, _ := unstructured.NestedInt64(mc.Object, "status", "readyReplicas")
-		if int(ready) != size {
-			return fmt.Errorf("readyReplicas %d", ready)
-		}
-		return conditionIs(mc, "Ready", "True", "")
-	})
-}
-
-func waitCondition(t *testing.T, c client.Client, namespace, name, condType, reason string) {
-	t.Helper()
-	cluster.Eventually(t, waitFor, fmt.Sprintf("%s/%s %s %s", namespace, name, condType, reason), func() error {
-		mc, err := memcached(t, c, namespace, name)
-		if err != nil {
-			return err
-		}
-		return conditionIs(mc, condType, "", reason)
-	})
-}
-
-func conditionIs(mc *unstructured.Unstructured, condType, status, reason string) error {
-	gen, _, _ := unstructured.NestedInt64(mc.Object, "status", "observedGeneration")
-	if gen != mc.GetGeneration() {
-		return fmt.Errorf("observedGeneration %d of %d", gen, mc.GetGeneration())
-	}
-	conditions, _, _ := unstructured.NestedSlice(mc.Object, "status", "conditions")
-	for _, raw := range conditions {
-		cond, _ := raw.(map[string]any)
-		if cond["type"] != condType {
-			continue
-		}
-		if (status == "" || cond["status"] == status) && (reason == "" || cond["reason"] == reason) {
-			return nil
-		}
-		return fmt.Errorf("%s=%v %v: %v", condType, cond["status"], cond["reason"], cond["message"])
-	}
-	return fmt.Errorf("no %s condition", condType)
 }

@@ -78,7 +78,7 @@ func TestFluxReconcilesTheRepository(t *testing.T) {
 			cluster.StartManager(t, cluster.ImpersonatingKubeconfig(t, k.Kubeconfig, operatorNamespace, serviceAccount),
 				"--leader-elect", "--leader-election-namespace="+operatorNamespace, "--metrics-bind-address=0")
 			waitFluxReady(t, c, "Kustomization", "memcached-instances")
-			waitReady(t, c, "cache", "app-cache", e.cacheSize)
+			cluster.WaitMemcachedReady(t, c, "cache", "app-cache", e.cacheSize)
 			t.Logf("%s: Flux reconciled every Kustomization Ready in %v", e.env, time.Since(start).Round(100*time.Millisecond))
 			if e.env != "dev" {
 				return
@@ -100,7 +100,7 @@ func TestFluxReconcilesTheRepository(t *testing.T) {
 				}
 				return nil
 			})
-			waitReady(t, c, "cache", "app-cache", e.cacheSize)
+			cluster.WaitMemcachedReady(t, c, "cache", "app-cache", e.cacheSize)
 			t.Logf("dev: commit to converged (the pin on every cache pod, Memcached Ready): %v", time.Since(commit).Round(100*time.Millisecond))
 
 			// A new instance goes in, then out: pruned, and its objects
@@ -111,7 +111,7 @@ func TestFluxReconcilesTheRepository(t *testing.T) {
 			gitserver.Git(t, work, "commit", "-qm", "dev: a session cache")
 			gitserver.Push(t, work)
 			requestReconcile(t, c, "GitRepository", "memcached-operator")
-			waitReady(t, c, "cache", "sessions", 1)
+			cluster.WaitMemcachedReady(t, c, "cache", "sessions", 1)
 
 			removeInstanceAndCacheNamespace(t, work)
 			gitserver.Git(t, work, "commit", "-qam", "dev: no session cache, no cache namespace in Git")
@@ -119,7 +119,7 @@ func TestFluxReconcilesTheRepository(t *testing.T) {
 			gitserver.Push(t, work)
 			requestReconcile(t, c, "GitRepository", "memcached-operator")
 			cluster.Eventually(t, waitFor, "the removed instance to be pruned with what it owned", func() error {
-				if _, err := memcached(t, c, "cache", "sessions"); !apierrors.IsNotFound(err) {
+				if _, err := cluster.Memcached(c, "cache", "sessions"); !apierrors.IsNotFound(err) {
 					return fmt.Errorf("Memcached sessions: %w", err)
 				}
 				if err := c.Get(context.Background(), types.NamespacedName{Namespace: "cache", Name: "sessions"}, &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
@@ -138,7 +138,7 @@ func TestFluxReconcilesTheRepository(t *testing.T) {
 					t.Errorf("namespace %s did not survive: %v", name, err)
 				}
 			}
-			if _, err := memcached(t, c, "cache", "app-cache"); err != nil {
+			if _, err := cluster.Memcached(c, "cache", "app-cache"); err != nil {
 				t.Errorf("app-cache did not survive: %v", err)
 			}
 			crd := &unstructured.Unstructured{}
@@ -250,7 +250,7 @@ func waitFluxReady(t *testing.T, c client.Client, kind string, names ...string) 
 			if gen != obj.GetGeneration() {
 				return fmt.Errorf("observedGeneration %d of %d", gen, obj.GetGeneration())
 			}
-			return conditionIs(obj, "Ready", "True", "")
+			return cluster.MemcachedCondition(obj, "Ready", "True", "")
 		})
 	}
 }

@@ -56,11 +56,11 @@ func TestKubernetesSemantics(t *testing.T) {
 	// (an image change, an operator upgrade) would stall.
 	t.Run("rollout with hard anti-affinity on exactly size nodes", func(t *testing.T) {
 		apply("spread", "  size: 3\n  highAvailability:\n    antiAffinity: Hard\n")
-		waitReady(t, c, "default", "spread", 3)
+		cluster.WaitMemcachedReady(t, c, "default", "spread", 3)
 		waitPods(t, c, "default", "app.kubernetes.io/instance=spread", 3, "memcached:1.6.39-alpine")
 		start := time.Now()
 		kubectl("patch", "memcached/spread", "--type=merge", "-p", `{"spec":{"image":"memcached:1.6.38-alpine"}}`)
-		waitReady(t, c, "default", "spread", 3)
+		cluster.WaitMemcachedReady(t, c, "default", "spread", 3)
 		waitPods(t, c, "default", "app.kubernetes.io/instance=spread", 3, "memcached:1.6.38-alpine")
 		pods := &corev1.PodList{}
 		if err := c.List(context.Background(), pods, client.InNamespace("default"), client.MatchingLabels{"app.kubernetes.io/instance": "spread"}); err != nil {
@@ -79,7 +79,7 @@ func TestKubernetesSemantics(t *testing.T) {
 
 	t.Run("delete --cascade=orphan keeps what it owned", func(t *testing.T) {
 		apply("kept", "  size: 2\n")
-		waitReady(t, c, "default", "kept", 2)
+		cluster.WaitMemcachedReady(t, c, "default", "kept", 2)
 		kubectl("delete", "memcached/kept", "--cascade=orphan", "--wait", "--timeout=60s")
 		for _, obj := range owned("kept") {
 			if err := c.Get(context.Background(), types.NamespacedName{Namespace: "default", Name: "kept"}, obj); err != nil {
@@ -97,7 +97,7 @@ func TestKubernetesSemantics(t *testing.T) {
 
 	t.Run("delete --cascade=foreground completes", func(t *testing.T) {
 		apply("fore", "  size: 2\n")
-		waitReady(t, c, "default", "fore", 2)
+		cluster.WaitMemcachedReady(t, c, "default", "fore", 2)
 		kubectl("delete", "memcached/fore", "--cascade=foreground", "--wait", "--timeout=60s")
 		expectGone(t, c, "fore")
 		waitPods(t, c, "default", "app.kubernetes.io/instance=fore", 0, "")
@@ -106,7 +106,7 @@ func TestKubernetesSemantics(t *testing.T) {
 	t.Run("deleting never hangs on objects already gone", func(t *testing.T) {
 		apply("gone", "  size: 2\n  paused: true\n")
 		cluster.Eventually(t, waitFor, "the paused Memcached to hold its finalizer", func() error {
-			mc, err := memcached(t, c, "default", "gone")
+			mc, err := cluster.Memcached(c, "default", "gone")
 			if err != nil {
 				return err
 			}
@@ -140,12 +140,12 @@ func TestKubernetesSemantics(t *testing.T) {
 		start := time.Now()
 		cluster.Run(t, k.Kubeconfig, []byte("apiVersion: cache.example.com/v1alpha1\nkind: Memcached\nmetadata:\n  name: refused\n  namespace: quota\nspec:\n  size: 2\n"),
 			bins["kubectl"], "apply", "--server-side", "-f", "-")
-		waitCondition(t, c, "quota", "refused", "Stalled", "ReplicaFailure")
-		mc, err := memcached(t, c, "quota", "refused")
+		cluster.WaitMemcachedCondition(t, c, "quota", "refused", "Stalled", "ReplicaFailure")
+		mc, err := cluster.Memcached(c, "quota", "refused")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := conditionIs(mc, "Degraded", "True", "ReplicaFailure"); err != nil {
+		if err := cluster.MemcachedCondition(mc, "Degraded", "True", "ReplicaFailure"); err != nil {
 			t.Error(err)
 		}
 		msg := conditionMessage(mc, "Stalled")
@@ -164,9 +164,9 @@ func TestKubernetesSemantics(t *testing.T) {
 		if err := c.Delete(ctx, quota); err != nil {
 			t.Fatal(err)
 		}
-		waitReady(t, c, "quota", "refused", 2)
-		mc, _ = memcached(t, c, "quota", "refused")
-		if err := conditionIs(mc, "Stalled", "False", ""); err != nil {
+		cluster.WaitMemcachedReady(t, c, "quota", "refused", 2)
+		mc, _ = cluster.Memcached(c, "quota", "refused")
+		if err := cluster.MemcachedCondition(mc, "Stalled", "False", ""); err != nil {
 			t.Error(err)
 		}
 	})
@@ -181,7 +181,7 @@ func owned(name string) []client.Object {
 func expectGone(t *testing.T, c client.Client, name string) {
 	t.Helper()
 	cluster.Eventually(t, waitFor, name+" and its objects to go", func() error {
-		if _, err := memcached(t, c, "default", name); !apierrors.IsNotFound(err) {
+		if _, err := cluster.Memcached(c, "default", name); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("Memcached %s: %w", name, err)
 		}
 		for _, obj := range owned(name) {
