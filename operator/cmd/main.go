@@ -27,6 +27,7 @@ import (
 
 	cachev1alpha1 "github.com/example/memcached-operator/operator/api/v1alpha1"
 	"github.com/example/memcached-operator/operator/internal/controller"
+	"github.com/example/memcached-operator/operator/internal/metrics"
 	"github.com/example/memcached-operator/operator/internal/resources"
 )
 
@@ -189,6 +190,7 @@ func run(o *options) error {
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the memcached controller: %w", err)
 	}
+	metrics.Register(buildVersion(), mgr.GetCache())
 
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("add health check: %w", err)

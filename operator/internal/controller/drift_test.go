@@ -5,12 +5,14 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/example/memcached-operator/operator/internal/metrics"
 	"github.com/example/memcached-operator/operator/internal/resources"
 )
 
@@ -23,8 +25,14 @@ func TestDriftIsHealed(t *testing.T) {
 	svcKey := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: mc.Name}}
 
 	t.Run("replicas", func(t *testing.T) {
+		heals := testutil.ToFloat64(metrics.DriftHeals.WithLabelValues("Deployment"))
+		updates := testutil.ToFloat64(metrics.OwnedWrites.WithLabelValues("Deployment", metrics.WriteUpdated))
 		update(t, deploymentOf(mc), func(d *appsv1.Deployment) { d.Spec.Replicas = ptr.To[int32](1) })
 		NewWithT(t).Eventually(func(g Gomega) int32 { return *fetch(g, deploymentOf(mc)).Spec.Replicas }, timeout, interval).Should(Equal(int32(3)))
+		// Counted as a write and as a heal.
+		g := NewWithT(t)
+		g.Expect(testutil.ToFloat64(metrics.DriftHeals.WithLabelValues("Deployment"))).To(BeNumerically(">", heals), "memcached_operator_drift_heals_total")
+		g.Expect(testutil.ToFloat64(metrics.OwnedWrites.WithLabelValues("Deployment", metrics.WriteUpdated))).To(BeNumerically(">", updates), "memcached_operator_owned_writes_total")
 	})
 
 	t.Run("image", func(t *testing.T) {

@@ -37,6 +37,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	cachev1alpha1 "github.com/example/memcached-operator/operator/api/v1alpha1"
+	"github.com/example/memcached-operator/operator/internal/metrics"
 	"github.com/example/memcached-operator/operator/internal/resources"
 )
 
@@ -103,6 +104,9 @@ func (r *MemcachedReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		requeue, err := r.patchStatus(ctx, before, mc)
 		if err != nil {
 			retErr = errors.Join(retErr, err)
+		}
+		if retErr != nil {
+			metrics.ReconcileErrors.WithLabelValues(metrics.ErrorReason(retErr, isResourceExists)).Inc()
 		}
 		if requeue && retErr == nil {
 			result.RequeueAfter = staleRetry
@@ -219,6 +223,12 @@ type resourceExistsError struct {
 	owner      *metav1.OwnerReference
 }
 
+// isResourceExists tells whether err is or wraps a resourceExistsError.
+func isResourceExists(err error) bool {
+	var e *resourceExistsError
+	return errors.As(err, &e)
+}
+
 func (e *resourceExistsError) Error() string {
 	by := "no controller"
 	if e.owner != nil {
@@ -295,6 +305,21 @@ func (r *MemcachedReconciler) applyOwned(ctx context.Context, before, mc *cachev
 		}
 	}
 
+	// A write after the spec was already reconciled undoes someone else's
+	// change: a drift heal.
+	healing := before.Status.ObservedGeneration == mc.Generation
+	for _, kinds := range []struct {
+		reason string
+		kinds  []string
+	}{{metrics.WriteCreated, created}, {metrics.WriteUpdated, updated}} {
+		for _, kind := range kinds.kinds {
+			metrics.OwnedWrites.WithLabelValues(kind, kinds.reason).Inc()
+			if healing {
+				metrics.DriftHeals.WithLabelValues(kind).Inc()
+			}
+		}
+	}
+
 	// One event per kind of change and reconcile: a new Memcached is one
 	// "Created" event, not three.
 	if len(created) > 0 {
@@ -326,6 +351,9 @@ func (r *MemcachedReconciler) deleteOwned(ctx context.Context, mc *cachev1alpha1
 		err = fmt.Errorf("delete %s %s: %w", kindOf(obj), obj.GetName(), err)
 		r.event(ctx, mc, obj, corev1.EventTypeWarning, EventDeleteFailed, "Delete", "%s", err.Error())
 		return err
+	}
+	if err == nil {
+		metrics.OwnedWrites.WithLabelValues(kindOf(obj), metrics.WriteDeleted).Inc()
 	}
 	return nil
 }

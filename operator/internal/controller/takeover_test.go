@@ -4,11 +4,13 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	cachev1alpha1 "github.com/example/memcached-operator/operator/api/v1alpha1"
+	"github.com/example/memcached-operator/operator/internal/metrics"
 )
 
 // A Service of the Memcached's name that exists without the operator's
@@ -30,6 +32,7 @@ func TestSameNamedObjectIsNotTakenOver(t *testing.T) {
 	g.Expect(k8sClient.Create(testCtx, legacy)).To(Succeed())
 	before := fetch(g, legacy)
 
+	errorsBefore := testutil.ToFloat64(metrics.ReconcileErrors.WithLabelValues(metrics.ReasonResourceExists))
 	mc := newMemcached(ns, "legacy", 2)
 	g.Expect(k8sClient.Create(testCtx, mc)).To(Succeed())
 	NewWithT(t).Eventually(func(g Gomega) {
@@ -42,6 +45,8 @@ func TestSameNamedObjectIsNotTakenOver(t *testing.T) {
 		g.Expect(condition(g, mc, cachev1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionFalse))
 	}, timeout, interval).Should(Succeed())
 	NewWithT(t).Eventually(func(g Gomega) []string { return eventReasons(g, mc) }, timeout, interval).Should(ContainElement(EventResourceExists))
+	g.Expect(testutil.ToFloat64(metrics.ReconcileErrors.WithLabelValues(metrics.ReasonResourceExists))).To(BeNumerically(">", errorsBefore),
+		"memcached_operator_reconcile_errors_total{reason=ResourceExists}")
 
 	// Untouched: same resourceVersion, selector and owners.
 	after := fetch(g, legacy)
