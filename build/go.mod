@@ -6,6 +6,7 @@ require (
 	github.com/CycloneDX/cyclonedx-go v0.12.0
 	github.com/blang/semver/v4 v4.0.0
 	github.com/google/go-containerregistry v0.22.1
+	github.com/grafana/grafana-foundation-sdk/go v0.0.22
 	github.com/operator-framework/api v0.38.0
 	github.com/operator-framework/operator-registry v1.60.0
 	github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring v0.95.2

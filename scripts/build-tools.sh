@@ -3,8 +3,8 @@
 # Kubernetes control plane (for envtest and the local cluster), etcd, kwok,
 # kustomize, controller-gen, golangci-lint, memcached_exporter, kpt's fn
 # render, Flux's source-controller and kustomize-controller with their CRDs
-# (bin/flux-crds), the CNCF distribution registry, helm, and operator-registry's
-# opm. Nothing is downloaded from release pages, so it works where
+# (bin/flux-crds), the CNCF distribution registry, helm, operator-registry's
+# opm, and Prometheus' server and promtool. Nothing is downloaded from release pages, so it works where
 # setup-envtest and kind cannot.
 #
 # Versions come from tools/go.mod and the modules beside it (tools/*/go.mod),
@@ -24,7 +24,7 @@ stamp="$bin/.tools-stamp"
 export GOWORK=off GOFLAGS="${GOFLAGS:+$GOFLAGS }-mod=mod" CGO_ENABLED=0
 
 tools=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok kwokctl kustomize controller-gen golangci-lint memcached_exporter
-  kpt source-controller kustomize-controller flux-crds registry helm opm)
+  kpt source-controller kustomize-controller flux-crds registry helm opm promtool prometheus monitoring-crds)
 
 key=$(cat "$root"/tools/go.mod "$root"/tools/go.sum "$root"/tools/*/go.mod "$root"/tools/*/go.sum "$0" | sha256sum | cut -d' ' -f1)
 key="$key $(go env GOVERSION GOOS GOARCH | tr '\n' ' ')"
@@ -93,6 +93,12 @@ build helm                    tools/helm helm.sh/helm/v4/cmd/helm "-X helm.sh/he
 # need none).
 GOFLAGS="$GOFLAGS -tags=containers_image_openpgp" \
 build opm                     tools/opm  github.com/operator-framework/operator-registry/cmd/opm "-X github.com/operator-framework/operator-registry/cmd/opm/version.opmVersion=$(modver tools/opm github.com/operator-framework/operator-registry)"
+# Prometheus' module versions encode its release: v0.316.0 is Prometheus 3.16.0.
+prom_module=$(modver tools/prometheus github.com/prometheus/prometheus)
+[[ $prom_module =~ ^v0\.([0-9])([0-9]{2})\.([0-9]+)$ ]] || { echo "tools: unexpected github.com/prometheus/prometheus version $prom_module" >&2; exit 1; }
+prom_ldflags="-X github.com/prometheus/common/version.Version=${BASH_REMATCH[1]}.$((10#${BASH_REMATCH[2]})).${BASH_REMATCH[3]}"
+build promtool                tools/prometheus github.com/prometheus/prometheus/cmd/promtool "$prom_ldflags"
+build prometheus              tools/prometheus github.com/prometheus/prometheus/cmd/prometheus "$prom_ldflags"
 
 # The controllers' CRDs, from the same module versions, for the tests that
 # install them (test/e2e's Flux run).
@@ -108,6 +114,14 @@ chmod -R u+w "$bin/flux-crds"
 helm_api=$(modver tools/flux github.com/fluxcd/helm-controller/api)
 (cd "$root/tools/flux" && "$bin/controller-gen" crd paths=github.com/fluxcd/helm-controller/api/v2 output:crd:dir="$bin/flux-crds")
 echo "tools: Flux CRDs of source-controller ${flux_source}, kustomize-controller ${flux_kustomize} and helm-controller/api ${helm_api} in ${bin#"$root"/}/flux-crds"
+
+# The monitoring.coreos.com CRDs, generated from prometheus-operator's API
+# module (tools/monitoring) by controller-gen, as prometheus-operator
+# generates its own, for test/monitoring.
+mon_api=$(modver tools/monitoring github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring)
+rm -rf "$bin/monitoring-crds"
+(cd "$root/tools/monitoring" && "$bin/controller-gen" crd paths=github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1 output:crd:dir="$bin/monitoring-crds")
+echo "tools: monitoring.coreos.com CRDs of prometheus-operator ${mon_api} in ${bin#"$root"/}/monitoring-crds"
 
 echo "$key" > "$stamp"
 echo "tools: done in $(elapsed "$start"): $(IFS=,; echo "${tools[*]}")"

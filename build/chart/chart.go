@@ -56,7 +56,7 @@ const (
 var files embed.FS
 
 // Generate builds the chart from the repository at root: deploy/base (the
-// install) and deploy/prometheus (the optional ServiceMonitor).
+// install) and deploy/prometheus (the optional ServiceMonitor, PodMonitor and alerts).
 func Generate(root string) (*chartv2.Chart, error) {
 	base, err := kustomize.Build(filepath.Join(root, "deploy", "base"))
 	if err != nil {
@@ -66,6 +66,13 @@ func Generate(root string) (*chartv2.Chart, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The alerts are a kustomize component, which only an including
+	// kustomization builds: read its objects as they are.
+	alerts, err := kustomize.Read(filepath.Join(root, "deploy", "prometheus", "alerts", "rules.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	monitoring = append(monitoring, alerts...)
 	deployment, err := kustomize.Find(base, "Deployment", managerDeployment)
 	if err != nil {
 		return nil, err

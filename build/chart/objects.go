@@ -34,6 +34,13 @@ func template(o *yaml.RNode) (string, string, error) {
 		}
 	case "ServiceMonitor":
 		dir, condition = "prometheus", "and .Values.metrics.enabled .Values.metrics.serviceMonitor.enabled"
+	case "PodMonitor":
+		dir, condition = "prometheus", ".Values.monitoring.podMonitor.enabled"
+	case "PrometheusRule":
+		// Its annotations are Prometheus templates ({{ $labels.x }}),
+		// which Helm must print, not run.
+		dir, condition = "prometheus", ".Values.monitoring.alerts.enabled"
+		escapeTemplates(o.YNode())
 	default:
 		return "", "", fmt.Errorf("build/chart does not know where a %s goes in the chart", o.GetKind())
 	}
@@ -66,11 +73,11 @@ func commonFields(t *templater, o *yaml.RNode) error {
 	if err != nil {
 		return err
 	}
-	if o.GetKind() == "ServiceMonitor" {
-		// Prometheus selects ServiceMonitors by label: users add theirs.
+	if values, ok := selectedBy[o.GetKind()]; ok {
+		// Prometheus selects these objects by label: users add theirs.
 		t.add(labels, func(indent string) []string {
 			return []string{
-				fmt.Sprintf("%s{{- with .Values.metrics.serviceMonitor.labels }}", indent),
+				fmt.Sprintf("%s{{- with %s }}", indent, values),
 				fmt.Sprintf("%s{{- toYaml . | nindent %d }}", indent, len(indent)),
 				indent + "{{- end }}",
 			}
@@ -80,6 +87,27 @@ func commonFields(t *templater, o *yaml.RNode) error {
 		return []string{fmt.Sprintf(`%s{{- include "memcached-operator.labels" . | nindent %d }}`, indent, len(indent))}
 	})
 	return nil
+}
+
+// selectedBy are the values holding the labels Prometheus selects each
+// prometheus-operator kind by.
+var selectedBy = map[string]string{
+	"ServiceMonitor": ".Values.metrics.serviceMonitor.labels",
+	"PodMonitor":     ".Values.monitoring.podMonitor.labels",
+	"PrometheusRule": ".Values.monitoring.alerts.labels",
+}
+
+// escapeTemplates makes every {{ and }} in the object's strings print as
+// themselves when Helm renders the template.
+func escapeTemplates(n *yaml.Node) {
+	if n.Kind == yaml.ScalarNode {
+		v := strings.NewReplacer("{{", "\x00", "}}", "\x01").Replace(n.Value)
+		n.Value = strings.NewReplacer("\x00", "{{`{{`}}", "\x01", "{{`}}`}}").Replace(v)
+		return
+	}
+	for _, c := range n.Content {
+		escapeTemplates(c)
+	}
 }
 
 // crd keeps the CRD on uninstall when crds.keep: deleting it would delete

@@ -1,7 +1,9 @@
 // Package monitoring defines the operator's prometheus-operator objects
 // with prometheus-operator's own Go API, so that they are typed and
 // checked by its compiler instead of written by hand; `make manifests`
-// writes them into deploy/prometheus (generate prometheus).
+// writes them into deploy/prometheus (generate prometheus): the manager's
+// ServiceMonitor and one PodMonitor for every cache's exporter
+// (monitor.yaml), and the alerts (alerts/rules.yaml, a component).
 package monitoring
 
 import (
@@ -28,7 +30,11 @@ func ManagerServiceMonitor() *monitoringv1.ServiceMonitor {
 		Spec: monitoringv1.ServiceMonitorSpec{
 			Selector: metav1.LabelSelector{MatchLabels: map[string]string{"control-plane": "controller-manager"}},
 			Endpoints: []monitoringv1.Endpoint{{
-				Port:            "https",
+				Port: "https",
+				// The per-instance series carry the Memcached's namespace;
+				// without honorLabels Prometheus would rename it to
+				// exported_namespace in favour of the manager's.
+				HonorLabels:     true,
 				Path:            "/metrics",
 				Scheme:          &https,
 				BearerTokenFile: "/var/run/secrets/kubernetes.io/serviceaccount/token",
@@ -37,6 +43,46 @@ func ManagerServiceMonitor() *monitoringv1.ServiceMonitor {
 						TLSConfig: &monitoringv1.TLSConfig{SafeTLSConfig: monitoringv1.SafeTLSConfig{InsecureSkipVerify: ptr.To(true)}},
 					},
 				},
+			}},
+		},
+	}
+}
+
+// The memcached pods, as the operator labels them.
+const (
+	memcachedApp     = "memcached"
+	operatorName     = "memcached-operator"
+	exporterPortName = "metrics"
+)
+
+// MemcachedPodMonitor scrapes the memcached_exporter sidecar of every
+// Memcached that enables it, in every namespace: one object, shipped with
+// the operator, rather than one created by the operator per Memcached.
+// The operator then needs no watch on monitoring.coreos.com and no RBAC
+// for it, and works the same whether or not prometheus-operator is
+// installed; pods without the exporter have no "metrics" port and are
+// not scraped. Each series gets the Memcached's name as `memcached`.
+func MemcachedPodMonitor() *monitoringv1.PodMonitor {
+	return &monitoringv1.PodMonitor{
+		TypeMeta: metav1.TypeMeta{APIVersion: monitoringv1.SchemeGroupVersion.String(), Kind: monitoringv1.PodMonitorsKind},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      "memcached-operator-memcached-exporters",
+			Namespace: "memcached-operator-system",
+		},
+		Spec: monitoringv1.PodMonitorSpec{
+			NamespaceSelector: monitoringv1.NamespaceSelector{Any: true},
+			Selector: metav1.LabelSelector{MatchLabels: map[string]string{
+				"app.kubernetes.io/name":       memcachedApp,
+				"app.kubernetes.io/managed-by": operatorName,
+			}},
+			PodMetricsEndpoints: []monitoringv1.PodMetricsEndpoint{{
+				Port: ptr.To(exporterPortName),
+				Path: "/metrics",
+				RelabelConfigs: []monitoringv1.RelabelConfig{{
+					SourceLabels: []monitoringv1.LabelName{"__meta_kubernetes_pod_label_app_kubernetes_io_instance"},
+					TargetLabel:  "memcached",
+					Action:       "replace",
+				}},
 			}},
 		},
 	}

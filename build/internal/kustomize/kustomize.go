@@ -6,9 +6,11 @@ package kustomize
 
 import (
 	"fmt"
+	"os"
 
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/kustomize/kyaml/kio"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 )
 
@@ -31,4 +33,17 @@ func Find(objects []*yaml.RNode, kind, name string) (*yaml.RNode, error) {
 		}
 	}
 	return nil, fmt.Errorf("no %s %s in the kustomize output", kind, name)
+}
+
+// Read returns the objects of one YAML file, as kustomize would load it.
+func Read(path string) ([]*yaml.RNode, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	objects, err := kio.FromBytes(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return objects, nil
 }
