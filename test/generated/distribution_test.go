@@ -14,10 +14,10 @@ import (
 )
 
 // The distribution files build/cmd/generate writes from deploy/: the
-// ServiceMonitor, the Helm chart, the OLM bundle and its Dockerfile, and
+// monitoring objects, alerts and dashboard, the Helm chart, the OLM bundle and its Dockerfile, and
 // the file-based catalog.
 var distribution = []string{
-	"deploy/prometheus/monitor.yaml",
+	"deploy/prometheus",
 	"deploy/helm/memcached-operator",
 	"bundle",
 	"bundle.Dockerfile",

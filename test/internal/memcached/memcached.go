@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -261,7 +260,7 @@ func tryStartExporter(containerArgs []string, memcachedAddr string, port int) (*
 	url := fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
 	p, err := proc.TryStart(proc.Spec{
 		Name: "memcached_exporter", Path: bins["memcached_exporter"], Args: args,
-		Ready: func(ctx context.Context) error { _, err := get(ctx, url); return err },
+		Ready: func(ctx context.Context) error { _, err := run.HTTPGet(ctx, url); return err },
 	})
 	if err != nil {
 		return nil, err
@@ -273,27 +272,7 @@ func tryStartExporter(containerArgs []string, memcachedAddr string, port int) (*
 func (e *Exporter) Metrics() (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return get(ctx, e.URL)
-}
-
-func get(ctx context.Context, url string) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return "", err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return "", err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	return string(body), nil
+	return run.HTTPGet(ctx, e.URL)
 }
 
 // UnprivilegedIdentity is the pod's uid when the pod sets one, else a
