@@ -9,11 +9,14 @@ package olm
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -42,6 +45,40 @@ const installNamespace = "operators"
 // the strategy gives it, makes the CSV's example (the seed's CR) Ready,
 // and no request of it is Forbidden.
 func TestInstallStrategyRunsTheManager(t *testing.T) {
+	manager, c, sample := installAsOLM(t, nil)
+	cluster.MarkDeploymentReady(t, c, sample.GetNamespace(), sample.GetName())
+	cluster.MarkDisruptionBudgetHealthy(t, c, sample.GetNamespace(), sample.GetName(), 3)
+	cluster.WaitMemcachedReady(t, c, sample.GetNamespace(), sample.GetName(), 3)
+	if log := strings.ToLower(manager.Log()); strings.Contains(log, "forbidden") {
+		t.Errorf("the manager was refused something under the CSV's permissions:\n%s", manager.Log())
+	}
+
+	// The check can fail: without `patch` on Deployments the same manager
+	// is refused, and says so.
+	t.Run("a permission short", func(t *testing.T) {
+		manager, _, _ := installAsOLM(t, func(s *operatorsv1alpha1.StrategyDetailsDeployment) {
+			for i, p := range s.ClusterPermissions {
+				for j, r := range p.Rules {
+					if slices.Contains(r.Resources, "deployments") {
+						s.ClusterPermissions[i].Rules[j].Verbs = slices.DeleteFunc(slices.Clone(r.Verbs), func(v string) bool { return v == "patch" })
+					}
+				}
+			}
+		})
+		cluster.Eventually(t, 60*time.Second, "the manager to be refused", func() error {
+			if !strings.Contains(strings.ToLower(manager.Log()), "forbidden") {
+				return errors.New("no Forbidden in the manager's log yet")
+			}
+			return nil
+		})
+	})
+}
+
+// installAsOLM applies the committed bundle's install strategy (edited
+// by edit, if given) to a fresh control plane, starts the manager as its
+// ServiceAccount and creates the CSV's example.
+func installAsOLM(t *testing.T, edit func(*operatorsv1alpha1.StrategyDetailsDeployment)) (*cluster.Manager, client.Client, *unstructured.Unstructured) {
+	t.Helper()
 	env := cluster.StartEnvtest(t)
 	c := env.Client
 	ctx := context.Background()
@@ -77,6 +114,9 @@ func TestInstallStrategyRunsTheManager(t *testing.T) {
 	cluster.Run(t, env.Kubeconfig, nil, bin(t, "kubectl"), "wait", "--for=condition=Established", "crd/memcacheds.cache.example.com", "--timeout=60s")
 
 	strategy := csv.Spec.InstallStrategy.StrategySpec
+	if edit != nil {
+		edit(&strategy)
+	}
 	accounts := map[string]bool{}
 	for i, p := range strategy.Permissions {
 		name := csv.Name + "-" + p.ServiceAccountName + "-" + itoa(i)
@@ -140,13 +180,7 @@ func TestInstallStrategyRunsTheManager(t *testing.T) {
 		sample.SetNamespace("default")
 	}
 	create(sample)
-	cluster.MarkDeploymentReady(t, c, sample.GetNamespace(), sample.GetName())
-	cluster.MarkDisruptionBudgetHealthy(t, c, sample.GetNamespace(), sample.GetName(), 3)
-	cluster.WaitMemcachedReady(t, c, sample.GetNamespace(), sample.GetName(), 3)
-
-	if log := strings.ToLower(manager.Log()); strings.Contains(log, "forbidden") {
-		t.Errorf("the manager was refused something under the CSV's permissions:\n%s", manager.Log())
-	}
+	return manager, c, sample
 }
 
 func readCSV(t *testing.T, path string) *operatorsv1alpha1.ClusterServiceVersion {
