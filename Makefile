@@ -37,7 +37,7 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: tools
-tools: ## Build the pinned toolchain into bin/ from tools/go.mod (cold ~20 min on 2 cores, warm < 5 s).
+tools: ## Build the pinned toolchain into bin/ from tools/go.mod (cold ~35 min on 2 cores, warm < 5 s).
 	@scripts/build-tools.sh $(BIN)
 
 .PHONY: generate
@@ -45,7 +45,7 @@ generate: tools ## Generate the API's deepcopy code from its markers.
 	cd operator && $(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
 
 .PHONY: manifests
-manifests: tools ## Generate the CRD and RBAC role from the operator's markers, then everything made from deploy/: ServiceMonitor, Helm chart, OLM bundle and catalog.
+manifests: tools ## Generate the CRD and RBAC role from the operator's markers, then everything made from deploy/: monitoring objects, alerts and dashboard, Helm chart, OLM bundle and catalog.
 	cd operator && $(CONTROLLER_GEN) rbac:roleName=memcached-operator-manager-role crd paths=./... \
 		output:crd:artifacts:config=../deploy/crd/bases output:rbac:artifacts:config=../deploy/rbac
 	go run ./build/cmd/generate prometheus helm-chart bundle catalog

@@ -71,7 +71,7 @@ exporter=$(modver tools/memcached-exporter github.com/prometheus/memcached_expor
 flux_source=$(modver tools/flux github.com/fluxcd/source-controller)
 flux_kustomize=$(modver tools/flux github.com/fluxcd/kustomize-controller)
 
-echo "tools: building the pinned toolchain into ${bin#"$root"/} (cold: ~20 minutes on 2 cores; warm: seconds)"
+echo "tools: building the pinned toolchain into ${bin#"$root"/} (cold: ~35 minutes on 2 cores; warm: seconds)"
 build kube-apiserver          tools k8s.io/kubernetes/cmd/kube-apiserver          "$kube_ldflags"
 build kube-controller-manager tools k8s.io/kubernetes/cmd/kube-controller-manager "$kube_ldflags"
 build kube-scheduler          tools k8s.io/kubernetes/cmd/kube-scheduler          "$kube_ldflags"
