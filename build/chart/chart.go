@@ -25,6 +25,7 @@ import (
 	chartutil "helm.sh/helm/v4/pkg/chart/v2/util"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
+	"github.com/example/memcached-operator/build/internal/imageref"
 	"github.com/example/memcached-operator/build/internal/kustomize"
 )
 
@@ -81,7 +82,7 @@ func Generate(root string) (*chartv2.Chart, error) {
 	if err != nil || image == nil {
 		return nil, fmt.Errorf("the manager Deployment has no manager container image")
 	}
-	repository, tag, ok := strings.Cut(image.YNode().Value, ":")
+	repository, tag, ok := imageref.SplitTag(image.YNode().Value)
 	if !ok || strings.Contains(tag, "@") {
 		return nil, fmt.Errorf("the base's manager image %s must be repository:tag, the release's version", image.YNode().Value)
 	}

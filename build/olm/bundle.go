@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/example/memcached-operator/build/internal/imageref"
 	"github.com/example/memcached-operator/build/internal/kustomize"
 	yamlout "github.com/example/memcached-operator/build/internal/manifest"
 )
@@ -55,18 +56,8 @@ type Bundle struct {
 // repository, as operator-sdk's BUNDLE_IMG convention has it
 // (<manager repository>-bundle:v<version>).
 func (b *Bundle) Image() string {
-	repo, _, _ := splitTag(b.ManagerImage)
+	repo, _, _ := imageref.SplitTag(b.ManagerImage)
 	return repo + "-bundle:v" + b.Version()
-}
-
-// splitTag splits an image reference into repository and tag; a port's
-// colon is part of the repository.
-func splitTag(image string) (repo, tag string, ok bool) {
-	i := strings.LastIndex(image, ":")
-	if i < 0 || i < strings.LastIndex(image, "/") {
-		return image, "", false
-	}
-	return image[:i], image[i+1:], true
 }
 
 // Version is the release the bundle is for.
@@ -178,7 +169,7 @@ func Generate(root string) (*Bundle, error) {
 	}
 
 	image := deployment.Spec.Template.Spec.Containers[0].Image
-	_, tag, ok := splitTag(image)
+	_, tag, ok := imageref.SplitTag(image)
 	if !ok {
 		return nil, fmt.Errorf("the base's manager image %s has no tag: the release's version", image)
 	}

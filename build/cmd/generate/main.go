@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
 	"github.com/example/memcached-operator/build/chart"
+	"github.com/example/memcached-operator/build/internal/imageref"
 	"github.com/example/memcached-operator/build/internal/manifest"
 	"github.com/example/memcached-operator/build/monitoring"
 	"github.com/example/memcached-operator/build/olm"
@@ -134,10 +135,7 @@ func setVersion(version string) error {
 	if err != nil || image == nil {
 		return fmt.Errorf("%s has no manager container image (%w)", managerManifest, err)
 	}
-	repo := image.YNode().Value
-	if i := strings.LastIndex(repo, ":"); i > strings.LastIndex(repo, "/") {
-		repo = repo[:i]
-	}
+	repo, _, _ := imageref.SplitTag(image.YNode().Value)
 	image.YNode().Value = repo + ":" + version
 	s, err := n.String()
 	if err != nil {
