@@ -73,6 +73,24 @@ func TestDriftIsHealed(t *testing.T) {
 		NewWithT(t).Eventually(func(g Gomega) string { return string(fetch(g, pdb).UID) }, timeout, interval).ShouldNot(Equal(string(old.UID)))
 	})
 
+	// An object of the Memcached's that lost its owner reference still
+	// carries the operator's labels: it is adopted back, not reported as
+	// someone else's (TestSameNamedObjectIsNotTakenOver is the other side).
+	t.Run("removed owner reference", func(t *testing.T) {
+		update(t, svcKey, func(s *corev1.Service) { s.OwnerReferences = nil })
+		NewWithT(t).Eventually(func(g Gomega) bool { return metav1.IsControlledBy(fetch(g, svcKey), fetch(g, mc)) }, timeout, interval).
+			Should(BeTrue())
+	})
+
+	// The budget's watch filters out status churn; an owner reference
+	// removed from it must still wake the operator (found by test/chaos).
+	t.Run("removed budget owner reference", func(t *testing.T) {
+		pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: mc.Name}}
+		update(t, pdb, func(p *policyv1.PodDisruptionBudget) { p.OwnerReferences = nil })
+		NewWithT(t).Eventually(func(g Gomega) bool { return metav1.IsControlledBy(fetch(g, pdb), fetch(g, mc)) }, timeout, interval).
+			Should(BeTrue())
+	})
+
 	// Fields other managers add are theirs: the operator does not fight a
 	// label it never set.
 	t.Run("foreign additions are kept", func(t *testing.T) {

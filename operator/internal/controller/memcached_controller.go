@@ -23,6 +23,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -201,12 +202,27 @@ func (r *MemcachedReconciler) readOne(ctx context.Context, mc *cachev1alpha1.Mem
 		return nil
 	case err != nil:
 		return fmt.Errorf("read %s %s: %w", o.kind, key.Name, err)
-	case metav1.IsControlledBy(o.live, mc):
+	case metav1.IsControlledBy(o.live, mc), isOwnOrphan(o.live, mc):
 		o.exists = true
 	default:
 		o.takenBy = &resourceExistsError{kind: o.kind, name: key.Name, owner: metav1.GetControllerOf(o.live)}
 	}
 	return nil
+}
+
+// isOwnOrphan tells whether obj is one of mc's objects that lost its owner
+// reference (edited away by hand, or orphaned when an earlier Memcached of
+// that name was deleted with propagationPolicy Orphan): it has no controller
+// and carries every label the operator puts on mc's objects, managed-by
+// included. The operator adopts it, as a ReplicaSet adopts the orphaned pods
+// its selector matches; the apply puts the owner reference back. An object
+// without those labels (another tool's cache of the same name) is still left
+// alone.
+func isOwnOrphan(obj client.Object, mc *cachev1alpha1.Memcached) bool {
+	if metav1.GetControllerOf(obj) != nil || !obj.GetDeletionTimestamp().IsZero() {
+		return false
+	}
+	return labels.SelectorFromSet(resources.Labels(mc)).Matches(labels.Set(obj.GetLabels()))
 }
 
 func (o *owned) liveDeployment() *appsv1.Deployment {
@@ -416,6 +432,12 @@ func wasPaused(mc *cachev1alpha1.Memcached) bool {
 // start-up through its own create event, which covers its owned objects.
 var ignoreCreates = predicate.Funcs{CreateFunc: func(event.CreateEvent) bool { return false }}
 
+// ownerReferencesChanged passes updates that change an object's owner
+// references: a removed owner reference is drift the operator puts back.
+var ownerReferencesChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	return !equality.Semantic.DeepEqual(e.ObjectOld.GetOwnerReferences(), e.ObjectNew.GetOwnerReferences())
+}}
+
 // event records an event on mc and logs the same line, so `kubectl events`
 // and the manager's log tell one story.
 func (r *MemcachedReconciler) event(ctx context.Context, mc *cachev1alpha1.Memcached, related runtime.Object, eventType, reason, action, note string, args ...any) {
@@ -464,7 +486,8 @@ func (r *MemcachedReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// A budget's status changes with every pod's readiness; only spec and
 		// metadata changes can be drift.
 		Owns(&policyv1.PodDisruptionBudget{}, builder.WithPredicates(ignoreCreates, predicate.Or(
-			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{},
+			ownerReferencesChanged))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.MaxConcurrentReconciles, 1)}).
 		Named("memcached").
 		Complete(r)
