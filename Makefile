@@ -200,6 +200,10 @@ test-memcached: tools build test-deps ## The operator's pod templates against re
 bench: tools build ## Measure the operator against the write floor and the seed reconciler (N=100,1000) and the KRM function; writes docs/benchmarks.md (~20 min).
 	go run ./test/bench/cmd/bench $(BENCH_ARGS)
 
+.PHONY: chaos
+chaos: tools build ## Break the operator's world on purpose (leader kill, control-plane outage, 1,000 drift events, lost RBAC, admission, upgrade, 5,000 CRs, 1M fuzz execs); writes docs/reliability.md (~1 h).
+	go run ./test/chaos/cmd/chaos $(CHAOS_ARGS)
+
 .PHONY: e2e
 e2e: tools build ## End-to-end on local kwok clusters: every overlay, Kubernetes' own semantics, Flux itself (also part of make test).
 	go test -count=1 -timeout 20m -v ./test/e2e/

@@ -39,6 +39,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/example/memcached-operator/test/internal/cluster"
+	"github.com/example/memcached-operator/test/internal/load"
 	"github.com/example/memcached-operator/test/internal/repo"
 )
 
@@ -199,7 +200,7 @@ func measureController(ctx context.Context, cfg Config, restCfg *rest.Config, cl
 
 	watchCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	conv, err := watchConvergence(watchCtx, restCfg, gvr, n, done)
+	conv, err := load.WatchConvergence(watchCtx, restCfg, gvr, namespace, n, done)
 	if err != nil {
 		return m, err
 	}
@@ -221,9 +222,9 @@ func measureController(ctx context.Context, cfg Config, restCfg *rest.Config, cl
 		return m, err
 	}
 	select {
-	case <-conv.ready:
+	case <-conv.Ready():
 	case <-time.After(cfg.Timeout):
-		return m, fmt.Errorf("%d of %d CRs converged within %v\n%s", conv.converged(), n, cfg.Timeout, tail(p.output()))
+		return m, fmt.Errorf("%d of %d CRs converged within %v\n%s", conv.Converged(), n, cfg.Timeout, tail(p.output()))
 	}
 	m.Converge = time.Since(t0)
 	m.ClusterCPU = clusterCPUSeconds(clusterPIDs) - clusterCPU0
@@ -232,8 +233,8 @@ func measureController(ctx context.Context, cfg Config, restCfg *rest.Config, cl
 	if err != nil {
 		return m, err
 	}
-	reqs := after.requests().minus(before.requests())
-	m.Writes, m.Requests = reqs.writes()/float64(n), reqs.total()/float64(n)
+	reqs := after.Requests().Minus(before.Requests())
+	m.Writes, m.Requests = reqs.Writes()/float64(n), reqs.Total()/float64(n)
 	cpu1, _ := p.cpuSeconds()
 	m.CPUSeconds = cpu1 - cpu0
 	m.PeakRSSMiB, _ = p.peakRSSMiB()
@@ -260,8 +261,8 @@ func measureController(ctx context.Context, cfg Config, restCfg *rest.Config, cl
 		return m, err
 	}
 	m.ResyncTime = time.Since(resyncStart)
-	resync := final.requests()
-	m.ResyncWrites, m.ResyncReqs = resync.writes()/float64(n), resync.total()/float64(n)
+	resync := final.Requests()
+	m.ResyncWrites, m.ResyncReqs = resync.Writes()/float64(n), resync.Total()/float64(n)
 	m.Errors += p2.errorsLogged()
 	return m, nil
 }
@@ -303,15 +304,15 @@ func profileAPIServer(ctx context.Context, cfg Config, restCfg *rest.Config, con
 
 // waitIdle waits until a restarted controller has reconciled every CR and
 // its queue has stayed empty for a second, and returns its metrics then.
-func waitIdle(p *managerProcess, n int, timeout time.Duration) (scraped, error) {
+func waitIdle(p *managerProcess, n int, timeout time.Duration) (load.Metrics, error) {
 	deadline := time.Now().Add(timeout)
 	var last float64 = -1
 	stableSince := time.Now()
 	for time.Now().Before(deadline) {
 		s, err := p.scrape()
 		if err == nil {
-			reconciles := s.sum("controller_runtime_reconcile_total", map[string]string{"controller": "memcached"})
-			depth := s.sum("workqueue_depth", map[string]string{"name": "memcached"})
+			reconciles := s.Reconciles()
+			depth := s.Sum("workqueue_depth", map[string]string{"name": "memcached"})
 			if reconciles != last || depth > 0 {
 				last, stableSince = reconciles, time.Now()
 			} else if reconciles >= float64(n) && time.Since(stableSince) > time.Second {

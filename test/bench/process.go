@@ -2,21 +2,16 @@ package bench
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
+	"github.com/example/memcached-operator/test/internal/load"
 )
 
 // managerProcess is a controller (ours or the seed's) running as a process,
@@ -111,136 +106,23 @@ func (p *managerProcess) stop() error {
 
 // cpuSeconds is user+system CPU time of the process so far.
 func (p *managerProcess) cpuSeconds() (float64, error) {
-	return processCPUSeconds(p.cmd.Process.Pid)
+	return load.CPUSeconds(p.cmd.Process.Pid)
 }
 
 // clusterCPUSeconds is the CPU time of all the control plane's processes.
 func clusterCPUSeconds(pids []int) float64 {
 	var sum float64
 	for _, pid := range pids {
-		if s, err := processCPUSeconds(pid); err == nil {
+		if s, err := load.CPUSeconds(pid); err == nil {
 			sum += s
 		}
 	}
 	return sum
 }
 
-func processCPUSeconds(pid int) (float64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// Fields after the parenthesised command name; utime and stime are the
-	// 14th and 15th fields of the whole line.
-	s := string(b)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	utime, _ := strconv.ParseFloat(fields[11], 64)
-	stime, _ := strconv.ParseFloat(fields[12], 64)
-	return (utime + stime) / clockTicks, nil
-}
-
-// clockTicks is USER_HZ, 100 on every Linux this runs on.
-const clockTicks = 100
-
 // peakRSSMiB is the high-water mark of the resident set (VmHWM).
 func (p *managerProcess) peakRSSMiB() (float64, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = f.Close() }()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
-			kb, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64)
-			return kb / 1024, err
-		}
-	}
-	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", p.cmd.Process.Pid)
+	return load.PeakRSSMiB(p.cmd.Process.Pid)
 }
 
-// requestCounts are the process's requests to the apiserver by HTTP method,
-// from client-go's rest_client_requests_total.
-type requestCounts map[string]float64
-
-func (r requestCounts) total() float64 {
-	var n float64
-	for _, v := range r {
-		n += v
-	}
-	return n
-}
-
-// writes are the mutating requests (POST, PUT, PATCH, DELETE).
-func (r requestCounts) writes() float64 {
-	return r["POST"] + r["PUT"] + r["PATCH"] + r["DELETE"]
-}
-
-func (r requestCounts) minus(before requestCounts) requestCounts {
-	out := requestCounts{}
-	for k, v := range r {
-		out[k] = v - before[k]
-	}
-	return out
-}
-
-type scraped map[string]*dto.MetricFamily
-
-func (p *managerProcess) scrape() (scraped, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.metrics, nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("metrics: %s", resp.Status)
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	return parser.TextToMetricFamilies(resp.Body)
-}
-
-func (s scraped) requests() requestCounts {
-	out := requestCounts{}
-	if f := s["rest_client_requests_total"]; f != nil {
-		for _, m := range f.GetMetric() {
-			out[label(m, "method")] += m.GetCounter().GetValue()
-		}
-	}
-	return out
-}
-
-// sum adds up a counter or gauge family whose labels include the given ones.
-func (s scraped) sum(name string, labels map[string]string) float64 {
-	var n float64
-	f := s[name]
-	if f == nil {
-		return 0
-	}
-next:
-	for _, m := range f.GetMetric() {
-		for k, v := range labels {
-			if label(m, k) != v {
-				continue next
-			}
-		}
-		switch {
-		case m.GetCounter() != nil:
-			n += m.GetCounter().GetValue()
-		case m.GetGauge() != nil:
-			n += m.GetGauge().GetValue()
-		}
-	}
-	return n
-}
-
-func label(m *dto.Metric, name string) string {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == name {
-			return l.GetValue()
-		}
-	}
-	return ""
-}
+func (p *managerProcess) scrape() (load.Metrics, error) { return load.Scrape(p.metrics) }

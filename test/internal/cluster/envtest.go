@@ -107,19 +107,25 @@ func StartEnvtest(t testing.TB) *Envtest {
 // so a process started with it has exactly that account's RBAC.
 func ImpersonatingKubeconfig(t testing.TB, kubeconfig, namespace, serviceAccount string) string {
 	t.Helper()
+	path := filepath.Join(t.TempDir(), "kubeconfig-"+serviceAccount)
+	if err := WriteImpersonatingKubeconfig(kubeconfig, path, namespace, serviceAccount); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// WriteImpersonatingKubeconfig is ImpersonatingKubeconfig for callers
+// without a test: it writes the copy to path.
+func WriteImpersonatingKubeconfig(kubeconfig, path, namespace, serviceAccount string) error {
 	cfg, err := clientcmd.LoadFromFile(kubeconfig)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	for _, auth := range cfg.AuthInfos {
 		auth.Impersonate = fmt.Sprintf("system:serviceaccount:%s:%s", namespace, serviceAccount)
 		auth.ImpersonateGroups = []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"}
 	}
-	path := filepath.Join(t.TempDir(), "kubeconfig-"+serviceAccount)
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return clientcmd.WriteToFile(*cfg, path)
 }
 
 // Run runs a command with KUBECONFIG set and returns its combined output;

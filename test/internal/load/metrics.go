@@ -1,0 +1,156 @@
+package load
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// Metrics is one scrape of a controller's Prometheus endpoint: its own
+// view of the requests it sent (client-go's rest_client_requests_total)
+// and the reconciles it ran (controller-runtime's counters).
+type Metrics map[string]*dto.MetricFamily
+
+// Scrape reads url (http://host:port/metrics).
+func Scrape(url string) (Metrics, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("metrics: %s", resp.Status)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	return parser.TextToMetricFamilies(resp.Body)
+}
+
+// Requests are requests to the apiserver by HTTP method, or by any other
+// label of rest_client_requests_total.
+type Requests map[string]float64
+
+// Total of all requests.
+func (r Requests) Total() float64 {
+	var n float64
+	for _, v := range r {
+		n += v
+	}
+	return n
+}
+
+// Writes are the mutating requests (POST, PUT, PATCH, DELETE), of a
+// Requests keyed by method.
+func (r Requests) Writes() float64 {
+	return r["POST"] + r["PUT"] + r["PATCH"] + r["DELETE"]
+}
+
+// Minus is r - before, key by key.
+func (r Requests) Minus(before Requests) Requests {
+	out := Requests{}
+	for k, v := range r {
+		out[k] = v - before[k]
+	}
+	return out
+}
+
+// Requests counts rest_client_requests_total by method.
+func (m Metrics) Requests() Requests { return m.RequestsBy("method") }
+
+// RequestsBy counts rest_client_requests_total by one of its labels
+// (method, code: "429", "<error>" for requests that got no response).
+func (m Metrics) RequestsBy(labelName string) Requests {
+	out := Requests{}
+	if f := m["rest_client_requests_total"]; f != nil {
+		for _, s := range f.GetMetric() {
+			out[Label(s, labelName)] += s.GetCounter().GetValue()
+		}
+	}
+	return out
+}
+
+// Sum adds up a counter or gauge family over its series that carry the
+// given labels.
+func (m Metrics) Sum(name string, labels map[string]string) float64 {
+	var n float64
+	f := m[name]
+	if f == nil {
+		return 0
+	}
+next:
+	for _, s := range f.GetMetric() {
+		for k, v := range labels {
+			if Label(s, k) != v {
+				continue next
+			}
+		}
+		switch {
+		case s.GetCounter() != nil:
+			n += s.GetCounter().GetValue()
+		case s.GetGauge() != nil:
+			n += s.GetGauge().GetValue()
+		}
+	}
+	return n
+}
+
+// Reconciles is how many reconciles the memcached controller has finished.
+func (m Metrics) Reconciles() float64 {
+	return m.Sum("controller_runtime_reconcile_total", map[string]string{"controller": "memcached"})
+}
+
+// Label is the value of a series' label, "" when it has none.
+func Label(s *dto.Metric, name string) string {
+	for _, l := range s.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// CPUSeconds is user+system CPU time of a process so far, from /proc.
+func CPUSeconds(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the parenthesised command name; utime and stime are the
+	// 14th and 15th fields of the whole line.
+	s := string(b)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	utime, _ := strconv.ParseFloat(fields[11], 64)
+	stime, _ := strconv.ParseFloat(fields[12], 64)
+	return (utime + stime) / clockTicks, nil
+}
+
+// clockTicks is USER_HZ, 100 on every Linux this runs on.
+const clockTicks = 100
+
+// PeakRSSMiB is the high-water mark of a process's resident set (VmHWM).
+func PeakRSSMiB(pid int) (float64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = f.Close() }()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64)
+			return kb / 1024, err
+		}
+	}
+	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
+}
