@@ -41,21 +41,27 @@ fi
 start=$SECONDS
 elapsed() { local s=$((SECONDS - $1)); printf '%dm%02ds' $((s / 60)) $((s % 60)); }
 
-# build NAME MODULE_DIR PACKAGE [LDFLAGS]
+# build "NAMES" MODULE_DIR "PACKAGES" [LDFLAGS]: one `go build` for several
+# binaries of one module with the same flags, so that their shared packages
+# compile once and they link in parallel; each binary is named after its
+# package's last element.
 build() {
-  local name=$1 dir=$2 pkg=$3 ldflags=${4:-} t0=$SECONDS
-  echo "tools: building $name ($pkg) ..."
+  local names=$1 dir=$2 pkgs=$3 ldflags=${4:-} t0=$SECONDS out
+  echo "tools: building $names ($pkgs) ..."
   # A heartbeat, so that a 10-minute compile does not look like a hang.
-  ( while sleep 60; do echo "tools:   ... still building $name, $(elapsed "$t0") so far"; done ) &
+  ( while sleep 60; do echo "tools:   ... still building $names, $(elapsed "$t0") so far"; done ) &
   local beat=$!
-  if ! (cd "$root/$dir" && go build -trimpath -ldflags "-s -w $ldflags" -o "$bin/$name" "$pkg"); then
+  out=$bin/$names
+  [[ $names == *" "* ]] && out=$bin/
+  # shellcheck disable=SC2086 # pkgs is a list of packages
+  if ! (cd "$root/$dir" && go build -trimpath -ldflags "-s -w $ldflags" -o "$out" $pkgs); then
     kill "$beat" 2>/dev/null || true
-    echo "tools: FAILED to build $name from $dir/go.mod; fix the error above and run 'make tools' again" >&2
+    echo "tools: FAILED to build $names from $dir/go.mod; fix the error above and run 'make tools' again" >&2
     exit 1
   fi
   kill "$beat" 2>/dev/null || true
   wait "$beat" 2>/dev/null || true
-  echo "tools: built $name in $(elapsed "$t0") (total $(elapsed "$start"))"
+  echo "tools: built $names in $(elapsed "$t0") (total $(elapsed "$start"))"
 }
 
 modver() { (cd "$root/$1" && go list -m -f '{{.Version}}' "$2"); }
@@ -72,33 +78,44 @@ flux_source=$(modver tools/flux github.com/fluxcd/source-controller)
 flux_kustomize=$(modver tools/flux github.com/fluxcd/kustomize-controller)
 
 echo "tools: building the pinned toolchain into ${bin#"$root"/} (cold: ~35 minutes on 2 cores; warm: seconds)"
-build kube-apiserver          tools k8s.io/kubernetes/cmd/kube-apiserver          "$kube_ldflags"
-build kube-controller-manager tools k8s.io/kubernetes/cmd/kube-controller-manager "$kube_ldflags"
-build kube-scheduler          tools k8s.io/kubernetes/cmd/kube-scheduler          "$kube_ldflags"
-build kubectl                 tools k8s.io/kubernetes/cmd/kubectl                 "$kube_ldflags"
-build etcd                    tools go.etcd.io/etcd/server/v3
-build kwok                    tools sigs.k8s.io/kwok/cmd/kwok    "-X sigs.k8s.io/kwok/pkg/consts.Version=${kwok#v} -X sigs.k8s.io/kwok/pkg/consts.KubeVersion=${kube#v}"
-build kwokctl                 tools sigs.k8s.io/kwok/cmd/kwokctl "-X sigs.k8s.io/kwok/pkg/consts.Version=${kwok#v} -X sigs.k8s.io/kwok/pkg/consts.KubeVersion=${kube#v}"
-build kustomize               tools sigs.k8s.io/kustomize/kustomize/v5 "-X sigs.k8s.io/kustomize/api/provenance.version=kustomize/$kustomize"
-build controller-gen          tools sigs.k8s.io/controller-tools/cmd/controller-gen
-build golangci-lint           tools/lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint "-X main.version=${lint#v}"
-build memcached_exporter      tools/memcached-exporter github.com/prometheus/memcached_exporter/cmd/memcached_exporter "-X github.com/prometheus/common/version.Version=${exporter#v}"
-build kpt                     tools/kpt  github.com/example/memcached-operator/tools/kpt
-build source-controller       tools/flux github.com/fluxcd/source-controller
-build kustomize-controller    tools/flux github.com/fluxcd/kustomize-controller
-build registry                tools/registry github.com/distribution/distribution/v3/cmd/registry "-X github.com/distribution/distribution/v3/version.version=$(modver tools/registry github.com/distribution/distribution/v3)"
-build helm                    tools/helm helm.sh/helm/v4/cmd/helm "-X helm.sh/helm/v4/internal/version.version=$(modver tools/helm helm.sh/helm/v4)"
-# opm as operator-registry's release builds it: the pure-Go OpenPGP
-# implementation instead of gpgme (cgo), and no sqlite (file-based catalogs
-# need none).
-GOFLAGS="$GOFLAGS -tags=containers_image_openpgp" \
-build opm                     tools/opm  github.com/operator-framework/operator-registry/cmd/opm "-X github.com/operator-framework/operator-registry/cmd/opm/version.opmVersion=$(modver tools/opm github.com/operator-framework/operator-registry)"
-# Prometheus' module versions encode its release: v0.316.0 is Prometheus 3.16.0.
-prom_module=$(modver tools/prometheus github.com/prometheus/prometheus)
-[[ $prom_module =~ ^v0\.([0-9])([0-9]{2})\.([0-9]+)$ ]] || { echo "tools: unexpected github.com/prometheus/prometheus version $prom_module" >&2; exit 1; }
-prom_ldflags="-X github.com/prometheus/common/version.Version=${BASH_REMATCH[1]}.$((10#${BASH_REMATCH[2]})).${BASH_REMATCH[3]}"
-build promtool                tools/prometheus github.com/prometheus/prometheus/cmd/promtool "$prom_ldflags"
-build prometheus              tools/prometheus github.com/prometheus/prometheus/cmd/prometheus "$prom_ldflags"
+# Two independent lines of builds run side by side: on 2 cores one `go
+# build` leaves a core idle while it links or waits on the module cache.
+# The first line ends with controller-gen, which the CRD steps below need.
+kube_line() {
+  build "kube-apiserver kube-controller-manager kube-scheduler kubectl" tools \
+    "k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl" \
+    "$kube_ldflags"
+  build etcd                    tools go.etcd.io/etcd/server/v3
+  build "kwok kwokctl"          tools "sigs.k8s.io/kwok/cmd/kwok sigs.k8s.io/kwok/cmd/kwokctl" \
+    "-X sigs.k8s.io/kwok/pkg/consts.Version=${kwok#v} -X sigs.k8s.io/kwok/pkg/consts.KubeVersion=${kube#v}"
+  build kustomize               tools sigs.k8s.io/kustomize/kustomize/v5 "-X sigs.k8s.io/kustomize/api/provenance.version=kustomize/$kustomize"
+  build controller-gen          tools sigs.k8s.io/controller-tools/cmd/controller-gen
+  build kpt                     tools/kpt  github.com/example/memcached-operator/tools/kpt
+  build "source-controller kustomize-controller" tools/flux "github.com/fluxcd/source-controller github.com/fluxcd/kustomize-controller"
+}
+other_line() {
+  build golangci-lint           tools/lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint "-X main.version=${lint#v}"
+  build memcached_exporter      tools/memcached-exporter github.com/prometheus/memcached_exporter/cmd/memcached_exporter "-X github.com/prometheus/common/version.Version=${exporter#v}"
+  build registry                tools/registry github.com/distribution/distribution/v3/cmd/registry "-X github.com/distribution/distribution/v3/version.version=$(modver tools/registry github.com/distribution/distribution/v3)"
+  build helm                    tools/helm helm.sh/helm/v4/cmd/helm "-X helm.sh/helm/v4/internal/version.version=$(modver tools/helm helm.sh/helm/v4)"
+  # opm as operator-registry's release builds it: the pure-Go OpenPGP
+  # implementation instead of gpgme (cgo), and no sqlite (file-based catalogs
+  # need none).
+  GOFLAGS="$GOFLAGS -tags=containers_image_openpgp" \
+  build opm                     tools/opm  github.com/operator-framework/operator-registry/cmd/opm "-X github.com/operator-framework/operator-registry/cmd/opm/version.opmVersion=$(modver tools/opm github.com/operator-framework/operator-registry)"
+  # Prometheus' module versions encode its release: v0.316.0 is Prometheus 3.16.0.
+  local prom_module prom_ldflags
+  prom_module=$(modver tools/prometheus github.com/prometheus/prometheus)
+  [[ $prom_module =~ ^v0\.([0-9])([0-9]{2})\.([0-9]+)$ ]] || { echo "tools: unexpected github.com/prometheus/prometheus version $prom_module" >&2; exit 1; }
+  prom_ldflags="-X github.com/prometheus/common/version.Version=${BASH_REMATCH[1]}.$((10#${BASH_REMATCH[2]})).${BASH_REMATCH[3]}"
+  build "promtool prometheus"   tools/prometheus "github.com/prometheus/prometheus/cmd/promtool github.com/prometheus/prometheus/cmd/prometheus" "$prom_ldflags"
+}
+kube_line & kube_pid=$!
+other_line & other_pid=$!
+failed=0
+wait "$kube_pid" || failed=1
+wait "$other_pid" || failed=1
+[[ $failed == 0 ]] || { echo "tools: FAILED; see the errors above" >&2; exit 1; }
 
 # The controllers' CRDs, from the same module versions, for the tests that
 # install them (test/e2e's Flux run).

@@ -1,14 +1,18 @@
 package chaos
 
 import (
+	"strings"
 	"testing"
 )
 
 // Every scenario at Small scale: what the operator loses or gets wrong
 // fails the test; figures are logged, never asserted (`make chaos` reports
-// them at full scale in docs/reliability.md).
+// them at full scale in docs/reliability.md). The scenarios run side by
+// side, each on its own cluster: most of their time is waiting (for a
+// Lease to expire, an outage to end, a back-off window to pass).
 
 func TestLeaderFailover(t *testing.T) {
+	t.Parallel()
 	r, err := Failover(Small, t.Logf)
 	if err != nil {
 		t.Fatal(err)
@@ -21,13 +25,17 @@ func TestLeaderFailover(t *testing.T) {
 }
 
 func TestControlPlaneOutage(t *testing.T) {
+	t.Parallel()
 	for _, target := range OutageTargets {
-		r, err := Outage(Small, target, t.Logf)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("%+v", r)
-		reportProblems(t, r.Problems)
+		t.Run(strings.Join(target, "+"), func(t *testing.T) {
+			t.Parallel()
+			r, err := Outage(Small, target, t.Logf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%+v", r)
+			reportProblems(t, r.Problems)
+		})
 	}
 }
 
@@ -39,6 +47,7 @@ func reportProblems(t *testing.T, problems []string) {
 }
 
 func TestChaosDrift(t *testing.T) {
+	t.Parallel()
 	r, err := Drift(Small, t.Logf)
 	if err != nil {
 		t.Fatal(err)
@@ -51,6 +60,7 @@ func TestChaosDrift(t *testing.T) {
 }
 
 func TestLostPermission(t *testing.T) {
+	t.Parallel()
 	r, err := LostPermission(Small, t.Logf)
 	if err != nil {
 		t.Fatal(err)
@@ -60,6 +70,7 @@ func TestLostPermission(t *testing.T) {
 }
 
 func TestAdmissionRejection(t *testing.T) {
+	t.Parallel()
 	r, err := AdmissionRejection(Small, t.Logf)
 	if err != nil {
 		t.Fatal(err)
@@ -69,6 +80,7 @@ func TestAdmissionRejection(t *testing.T) {
 }
 
 func TestOperatorUpgrade(t *testing.T) {
+	t.Parallel()
 	r, err := Upgrade(Small, t.Logf)
 	if err != nil {
 		t.Fatal(err)
@@ -78,6 +90,7 @@ func TestOperatorUpgrade(t *testing.T) {
 }
 
 func TestOverload(t *testing.T) {
+	t.Parallel()
 	r, err := Overload(Small, t.Logf)
 	if err != nil {
 		t.Fatal(err)

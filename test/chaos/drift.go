@@ -100,26 +100,14 @@ func drift(sc Scale, manager string, progress func(string, ...any)) (r DriftResu
 		return r, err
 	}
 	defer closeEnv(env, &err)
-	if err := env.CreateNamespace(ns); err != nil {
-		return r, err
-	}
 	m, err := env.StartManager("manager-a", manager)
 	if err != nil {
 		return r, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	conv, err := env.Watch(ctx, ns, r.CRs, nil)
+	conv, err := env.Converge(ctx, m, ns, r.CRs, size, sc.Timeout)
 	if err != nil {
-		return r, err
-	}
-	if err := env.CreateMemcacheds(ns, "mc", 0, r.CRs, size, 16); err != nil {
-		return r, err
-	}
-	if err := conv.Wait(sc.Timeout); err != nil {
-		return r, err
-	}
-	if err := m.waitIdle(sc.Timeout); err != nil {
 		return r, err
 	}
 	// What the operator wants, as it stands when everything has converged.

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -71,6 +72,8 @@ type EnvOptions struct {
 	KwokArgs []string
 }
 
+var clusterSerial atomic.Int64
+
 // podsPerNode is kwok's default node capacity (110) with room to spare.
 const podsPerNode = 100
 
@@ -95,6 +98,8 @@ func NewEnv(name string, opts EnvOptions, progress func(string, ...any)) (*Env, 
 	}
 	nodes := max(1, (opts.Pods+podsPerNode-1)/podsPerNode)
 	start := time.Now()
+	// Scenarios may run side by side (make test runs them in parallel).
+	name = fmt.Sprintf("%s-%d", name, clusterSerial.Add(1))
 	e.Cluster, err = cluster.CreateLocal(name, nodes, workdir, args...)
 	if err != nil {
 		_ = os.RemoveAll(workdir)
@@ -215,6 +220,26 @@ func (e *Env) CreateNamespace(name string) error {
 	return e.Admin.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
 }
 
+// Converge creates a namespace with n Memcacheds of the given size, waits
+// until all have converged and the manager is idle, and keeps tracking
+// them until ctx ends.
+func (e *Env) Converge(ctx context.Context, m *Manager, ns string, n, size int, timeout time.Duration) (*load.Convergence, error) {
+	if err := e.CreateNamespace(ns); err != nil {
+		return nil, err
+	}
+	conv, err := e.Watch(ctx, ns, n, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.CreateMemcacheds(ns, "mc", 0, n, size, 16); err != nil {
+		return nil, err
+	}
+	if err := conv.Wait(timeout); err != nil {
+		return nil, err
+	}
+	return conv, m.waitIdle(timeout)
+}
+
 // CreateMemcacheds creates n Memcacheds of the given size, named
 // <prefix>-00000..., from the given number of concurrent clients.
 func (e *Env) CreateMemcacheds(namespace, prefix string, first, n, size, clients int) error {
@@ -272,6 +297,17 @@ func (e *Env) WaitLeaseHolder(timeout time.Duration, accept func(string) bool) (
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// StartLeader starts a manager while no other runs and waits until it
+// holds the Lease, whose holder identity it returns.
+func (e *Env) StartLeader(account, binary string, extraArgs ...string) (*Manager, string, error) {
+	m, err := e.StartManager(account, binary, extraArgs...)
+	if err != nil {
+		return nil, "", err
+	}
+	holder, _, err := e.WaitLeaseHolder(time.Minute, func(h string) bool { return h != "" })
+	return m, holder, err
 }
 
 // Manager is bin/manager (or another build of it) running as a process
@@ -336,22 +372,17 @@ func (e *Env) StartManager(account, binary string, extraArgs ...string) (*Manage
 	return m, nil
 }
 
-func (m *Manager) start() error {
-	p, err := proc.TryStart(m.spec)
-	if err != nil {
-		return err
-	}
-	m.mu.Lock()
-	m.Process = p
-	m.mu.Unlock()
-	return nil
-}
+func (m *Manager) start() error { return m.run(m.spec) }
 
 // restart starts the process again as the kubelet restarts a container:
 // without waiting for it to serve anything.
 func (m *Manager) restart() error {
 	spec := m.spec
 	spec.Ready = nil
+	return m.run(spec)
+}
+
+func (m *Manager) run(spec proc.Spec) error {
 	p, err := proc.TryStart(spec)
 	if err != nil {
 		return err

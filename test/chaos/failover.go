@@ -61,11 +61,7 @@ func Failover(sc Scale, progress func(string, ...any)) (r FailoverResult, err er
 	if err := env.CreateNamespace(ns); err != nil {
 		return r, err
 	}
-	a, err := env.StartManager("manager-a", "")
-	if err != nil {
-		return r, err
-	}
-	holderA, _, err := env.WaitLeaseHolder(time.Minute, func(h string) bool { return h != "" })
+	a, holderA, err := env.StartLeader("manager-a", "")
 	if err != nil {
 		return r, err
 	}

@@ -62,14 +62,11 @@ func Outage(sc Scale, target []string, progress func(string, ...any)) (r OutageR
 		}
 		components = append(components, c)
 	}
-	m, err := env.StartManager("manager-a", "")
+	m, _, err := env.StartLeader("manager-a", "")
 	if err != nil {
 		return r, err
 	}
 	m.Supervise()
-	if _, _, err := env.WaitLeaseHolder(time.Minute, func(h string) bool { return h != "" }); err != nil {
-		return r, err
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	conv, err := env.Watch(ctx, ns, r.CRs, nil)

@@ -64,11 +64,8 @@ func Overload(sc Scale, progress func(string, ...any)) (r OverloadResult, err er
 	if err != nil {
 		return r, err
 	}
-	m, err := env.StartManager("manager-a", "")
+	m, _, err := env.StartLeader("manager-a", "")
 	if err != nil {
-		return r, err
-	}
-	if _, _, err := env.WaitLeaseHolder(time.Minute, func(h string) bool { return h != "" }); err != nil {
 		return r, err
 	}
 	var mu sync.Mutex

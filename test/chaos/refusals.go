@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/example/memcached-operator/test/internal/cluster"
+	"github.com/example/memcached-operator/test/internal/load"
 )
 
 // backoffRetries is how many times controller-runtime's default per-object
@@ -59,26 +60,14 @@ func LostPermission(sc Scale, progress func(string, ...any)) (r PermissionResult
 		return r, err
 	}
 	defer closeEnv(env, &err)
-	if err := env.CreateNamespace(ns); err != nil {
-		return r, err
-	}
 	m, err := env.StartManager("manager-a", "")
 	if err != nil {
 		return r, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	conv, err := env.Watch(ctx, ns, r.CRs, nil)
+	conv, err := env.Converge(ctx, m, ns, r.CRs, 1, sc.Timeout)
 	if err != nil {
-		return r, err
-	}
-	if err := env.CreateMemcacheds(ns, "mc", 0, r.CRs, 1, 8); err != nil {
-		return r, err
-	}
-	if err := conv.Wait(sc.Timeout); err != nil {
-		return r, err
-	}
-	if err := m.waitIdle(sc.Timeout); err != nil {
 		return r, err
 	}
 
@@ -249,16 +238,13 @@ func AdmissionRejection(sc Scale, progress func(string, ...any)) (r AdmissionRes
 	if err != nil {
 		return r, err
 	}
-	m, err := env.StartManager("manager-a", "")
+	m, _, err := env.StartLeader("manager-a", "")
 	if err != nil {
-		return r, err
-	}
-	if _, _, err := env.WaitLeaseHolder(time.Minute, func(h string) bool { return h != "" }); err != nil {
 		return r, err
 	}
 	ctx := context.Background()
 	created := time.Now()
-	if err := env.Admin.Create(ctx, memcachedObject(ns, name, 1)); err != nil {
+	if err := env.Admin.Create(ctx, load.Memcached(ns, name, 1)); err != nil {
 		return r, err
 	}
 	var atDeploymentReport float64 = -1
@@ -322,15 +308,6 @@ func AdmissionRejection(sc Scale, progress func(string, ...any)) (r AdmissionRes
 	r.HealedAfter = time.Since(removed)
 	env.progress("admission: healed %v after the policy was removed", r.HealedAfter.Round(time.Millisecond))
 	return r, nil
-}
-
-func memcachedObject(ns, name string, size int) *unstructured.Unstructured {
-	mc := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
-		"metadata": map[string]any{"name": name, "namespace": ns},
-		"spec":     map[string]any{"size": int64(size)},
-	}}
-	return mc
 }
 
 // deploymentReplicaFailure tells whether the Deployment reports that it

@@ -111,26 +111,14 @@ func Upgrade(sc Scale, progress func(string, ...any)) (r UpgradeResult, err erro
 		return r, err
 	}
 	defer closeEnv(env, &err)
-	if err := env.CreateNamespace(ns); err != nil {
-		return r, err
-	}
 	previous, err := env.StartManager("manager-a", old)
 	if err != nil {
 		return r, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	conv, err := env.Watch(ctx, ns, r.CRs, nil)
+	conv, err := env.Converge(ctx, previous, ns, r.CRs, size, sc.Timeout)
 	if err != nil {
-		return r, err
-	}
-	if err := env.CreateMemcacheds(ns, "mc", 0, r.CRs, size, 16); err != nil {
-		return r, err
-	}
-	if err := conv.Wait(sc.Timeout); err != nil {
-		return r, err
-	}
-	if err := previous.waitIdle(sc.Timeout); err != nil {
 		return r, err
 	}
 	templates, pods, err := env.snapshot(ns)
