@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -68,8 +69,48 @@ type EnvOptions struct {
 	// Audit logs every write to the operator's objects and the Lease, by
 	// user, to <cluster>/logs/audit.log.
 	Audit bool
-	// KwokArgs are extra `kwokctl create cluster` flags.
-	KwokArgs []string
+	// ComponentArgs are extra flags of the control plane's components, by
+	// component: {"kube-apiserver": {"max-requests-inflight=40"}}.
+	ComponentArgs map[string][]string
+}
+
+// defaultComponentArgs apply to every scenario: kube-controller-manager's
+// default client limit (20 requests/s) would make the Deployment
+// controller, not the operator, what the figures measure.
+var defaultComponentArgs = map[string][]string{"kube-controller-manager": {"kube-api-qps=500"}}
+
+// kwokExtraArgs renders component flags as kwokctl's --extra-args. kwokctl
+// v0.8.0 indexes its per-component patches by flag position, which only
+// works when at most the first component has more than one flag: the
+// component with the most flags goes first, and a second one with several
+// is an error.
+func kwokExtraArgs(byComponent ...map[string][]string) ([]string, error) {
+	merged := map[string][]string{}
+	var names []string
+	for _, m := range byComponent {
+		for c, args := range m {
+			if _, ok := merged[c]; !ok {
+				names = append(names, c)
+			}
+			merged[c] = append(merged[c], args...)
+		}
+	}
+	sort.SliceStable(names, func(i, j int) bool {
+		if len(merged[names[i]]) != len(merged[names[j]]) {
+			return len(merged[names[i]]) > len(merged[names[j]])
+		}
+		return names[i] < names[j]
+	})
+	var out []string
+	for i, c := range names {
+		if i > 0 && len(merged[c]) > 1 {
+			return nil, fmt.Errorf("kwokctl v0.8.0 takes several --extra-args for one component only; %s and %s both have several", names[0], c)
+		}
+		for _, a := range merged[c] {
+			out = append(out, "--extra-args="+c+"="+a)
+		}
+	}
+	return out, nil
 }
 
 var clusterSerial atomic.Int64
@@ -88,7 +129,10 @@ func NewEnv(name string, opts EnvOptions, progress func(string, ...any)) (*Env, 
 		return nil, err
 	}
 	e := &Env{bins: bins, workdir: workdir, ownWorkdir: true, Progress: progress}
-	args := append([]string{}, opts.KwokArgs...)
+	args, err := kwokExtraArgs(defaultComponentArgs, opts.ComponentArgs)
+	if err != nil {
+		return nil, err
+	}
 	if opts.Audit {
 		policy := filepath.Join(workdir, "audit-policy.yaml")
 		if err := os.WriteFile(policy, []byte(auditPolicy), 0o644); err != nil {

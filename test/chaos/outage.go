@@ -39,13 +39,13 @@ const hotLoopRPS = 20
 func Outage(sc Scale, target []string, progress func(string, ...any)) (r OutageResult, err error) {
 	r.Target, r.CRs, r.Outage = strings.Join(target, " and "), sc.OutageCRs, sc.Outage
 	const ns, size = "outage", 1
-	env, err := NewEnv("outage", EnvOptions{Pods: r.CRs * size, KwokArgs: []string{
+	env, err := NewEnv("outage", EnvOptions{Pods: r.CRs * size, ComponentArgs: map[string][]string{
 		// kube-controller-manager and kube-scheduler exit when they lose
 		// their own leader election, and kwokctl's binary runtime does not
 		// restart them as a kubelet restarts static pods: without election
 		// they ride out the outage, and the figures are the operator's.
-		"--extra-args=kube-controller-manager=leader-elect=false",
-		"--extra-args=kube-scheduler=leader-elect=false",
+		"kube-controller-manager": {"leader-elect=false"},
+		"kube-scheduler":          {"leader-elect=false"},
 	}}, progress)
 	if err != nil {
 		return r, err

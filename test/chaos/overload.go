@@ -43,15 +43,14 @@ const (
 func Overload(sc Scale, progress func(string, ...any)) (r OverloadResult, err error) {
 	r.CRs, r.Clients = sc.OverloadCRs, sc.OverloadClients
 	const ns, size = "overload", 1
-	env, err := NewEnv("overload", EnvOptions{Pods: r.CRs * size, KwokArgs: []string{
-		fmt.Sprintf("--extra-args=kube-apiserver=max-requests-inflight=%d", overloadMaxInflight),
-		fmt.Sprintf("--extra-args=kube-apiserver=max-mutating-requests-inflight=%d", overloadMaxMutatingInflight),
-		// The Deployment controller and scheduler must keep up with 5,000
-		// Deployments: their default client limit (20 requests/s) would
-		// measure them, not the operator. (One flag per component after the
-		// first: kwokctl v0.8.0 indexes its patches wrongly otherwise.)
-		"--extra-args=kube-controller-manager=kube-api-qps=500",
-		"--extra-args=kube-scheduler=kube-api-qps=500",
+	env, err := NewEnv("overload", EnvOptions{Pods: r.CRs * size, ComponentArgs: map[string][]string{
+		"kube-apiserver": {
+			fmt.Sprintf("max-requests-inflight=%d", overloadMaxInflight),
+			fmt.Sprintf("max-mutating-requests-inflight=%d", overloadMaxMutatingInflight),
+		},
+		// The scheduler must keep up with 5,000 pods (its default client
+		// limit is 50 requests/s).
+		"kube-scheduler": {"kube-api-qps=500"},
 	}}, progress)
 	if err != nil {
 		return r, err

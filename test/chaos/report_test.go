@@ -25,3 +25,18 @@ func TestReportRenders(t *testing.T) {
 		}
 	}
 }
+
+// kwokctl v0.8.0 only handles several --extra-args for its first component.
+func TestKwokExtraArgs(t *testing.T) {
+	got, err := kwokExtraArgs(defaultComponentArgs, map[string][]string{"kube-controller-manager": {"leader-elect=false"}, "kube-scheduler": {"leader-elect=false"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "--extra-args=kube-controller-manager=kube-api-qps=500 --extra-args=kube-controller-manager=leader-elect=false --extra-args=kube-scheduler=leader-elect=false"
+	if strings.Join(got, " ") != want {
+		t.Errorf("got %v, want %s", got, want)
+	}
+	if _, err := kwokExtraArgs(map[string][]string{"a": {"x=1", "y=2"}, "b": {"x=1", "y=2"}}); err == nil {
+		t.Error("two components with several flags each: want an error")
+	}
+}
