@@ -14,8 +14,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -166,6 +168,10 @@ func run(o *options) error {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
 
+	ctx := ctrl.SetupSignalHandler()
+	if err := waitForAPIServer(ctx, cfg, setupLog); err != nil {
+		return err
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme,
 		Metrics:                       metricsOpts,
@@ -200,11 +206,47 @@ func run(o *options) error {
 	}
 
 	setupLog.Info("starting manager")
-	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("run manager: %w", err)
 	}
 	return nil
 }
+
+// waitForAPIServer blocks until the apiserver answers discovery. Building
+// the manager needs the API's REST mappings (its cache is filtered per
+// kind), so a manager started while the control plane is down would
+// otherwise exit at once, again and again: a crash loop whose growing
+// back-off (up to five minutes in the kubelet) keeps the operator away long
+// after the apiserver is back. test/chaos's outage scenario found it.
+// Every error is waited out, refusals included: an apiserver that has just
+// started answers 401 and 403 until its authenticators and RBAC caches
+// have synced. Each attempt is logged with its error.
+func waitForAPIServer(ctx context.Context, cfg *rest.Config, log logr.Logger) error {
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("discovery client: %w", err)
+	}
+	start, delay := time.Now(), apiServerRetryMin
+	for attempt := 1; ; attempt++ {
+		_, err := dc.ServerGroups()
+		if err == nil {
+			if attempt > 1 {
+				log.Info("the apiserver answers", "attempts", attempt, "waited", time.Since(start).Round(time.Millisecond).String())
+			}
+			return nil
+		}
+		log.Info("waiting for the apiserver", "attempt", attempt, "waited", time.Since(start).Round(time.Second).String(), "error", err.Error())
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("stopped while waiting for the apiserver: %w", err)
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, apiServerRetryMax)
+	}
+}
+
+// The back-off between attempts to reach the apiserver at start-up.
+var apiServerRetryMin, apiServerRetryMax = time.Second, 10 * time.Second
 
 // deleteMemcacheds is the --delete-memcacheds mode (see
 // controller.DeleteAllMemcacheds).

@@ -1,10 +1,15 @@
 package main
 
 import (
+	"context"
 	"flag"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
 )
 
@@ -60,5 +65,41 @@ func TestFlagDefaults(t *testing.T) {
 	}
 	if o.exporterImage != defaultExporterImage || o.memcachedImage != defaultMemcachedImage {
 		t.Errorf("images %s, %s", o.memcachedImage, o.exporterImage)
+	}
+}
+
+// A manager started while the apiserver is down waits for it (with
+// back-off) instead of exiting into a crash loop, and stops waiting when
+// it is stopped.
+func TestWaitForAPIServer(t *testing.T) {
+	apiServerRetryMin, apiServerRetryMax = time.Millisecond, 5*time.Millisecond
+	var calls atomic.Int32
+	down := 3
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if int(calls.Add(1)) <= down {
+			http.Error(w, "etcd is unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/api":
+			_, _ = w.Write([]byte(`{"kind":"APIVersions","versions":["v1"]}`))
+		default:
+			_, _ = w.Write([]byte(`{"kind":"APIGroupList","groups":[]}`))
+		}
+	}))
+	defer srv.Close()
+	if err := waitForAPIServer(context.Background(), &rest.Config{Host: srv.URL}, logr.Discard()); err != nil {
+		t.Fatal(err)
+	}
+	if calls.Load() <= int32(down) {
+		t.Errorf("returned after %d calls, before the apiserver answered", calls.Load())
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	unreachable := &rest.Config{Host: "http://127.0.0.1:1"}
+	if err := waitForAPIServer(ctx, unreachable, logr.Discard()); err == nil {
+		t.Error("a stopped manager must not wait forever")
 	}
 }
