@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -576,6 +577,65 @@ type component struct {
 	logFile string
 	stopped bool
 	cmd     *exec.Cmd
+	// held are listeners on the component's ports while it is stopped.
+	held []net.Listener
+}
+
+// ports are the TCP ports the component listens on, from its flags.
+func (c *component) ports() []int {
+	var out []int
+	for _, a := range c.args {
+		name, value, ok := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !ok {
+			continue
+		}
+		switch name {
+		case "secure-port":
+			if p, err := strconv.Atoi(value); err == nil {
+				out = append(out, p)
+			}
+		case "listen-client-urls", "listen-peer-urls":
+			for _, u := range strings.Split(value, ",") {
+				if i := strings.LastIndexByte(u, ':'); i >= 0 {
+					if p, err := strconv.Atoi(u[i+1:]); err == nil {
+						out = append(out, p)
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// hold binds the stopped component's ports, so that no other cluster on
+// the machine (kwokctl hands out the free ports it finds) takes them before
+// the component starts again. Connections are accepted and closed at once:
+// to a client the component is still down.
+func (c *component) hold() error {
+	for _, port := range c.ports() {
+		l, err := net.Listen("tcp", fmt.Sprintf(":%d", port))
+		if err != nil {
+			return fmt.Errorf("hold port %d of %s: %w", port, c.name, err)
+		}
+		go func() {
+			for {
+				conn, err := l.Accept()
+				if err != nil {
+					return
+				}
+				_ = conn.Close()
+			}
+		}()
+		c.held = append(c.held, l)
+	}
+	return nil
+}
+
+func (c *component) release() {
+	for _, l := range c.held {
+		_ = l.Close()
+	}
+	c.held = nil
 }
 
 // Component captures a running component's command line (kube-apiserver,
@@ -631,12 +691,13 @@ func (c *component) Stop() error {
 		time.Sleep(20 * time.Millisecond)
 	}
 	c.stopped = true
-	return nil
+	return c.hold()
 }
 
 // Start runs the component again, logging where it logged, and records its
 // PID where kwokctl looks for it.
 func (c *component) Start() error {
+	c.release()
 	log, err := os.OpenFile(c.logFile, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
 		return err

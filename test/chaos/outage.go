@@ -107,6 +107,12 @@ func Outage(sc Scale, target []string, progress func(string, ...any)) (r OutageR
 	r.ManagerExits = m.Exits()
 	env.progress("outage: %s back, all converged after %v; manager made %.1f requests/s (peak %.1f) while it was down, exited %d times",
 		r.Target, r.BackToConverged.Round(time.Millisecond), r.MeanRPS, r.PeakRPS, len(r.ManagerExits))
+	// Losing the Lease ends the process once; a process started while the
+	// control plane is down must wait for it, not exit again.
+	if len(r.ManagerExits) > 1 {
+		r.Problems = append(r.Problems, fmt.Sprintf("the manager exited %d times while %s was down: a crash loop (%s)",
+			len(r.ManagerExits), r.Target, r.ManagerExits[len(r.ManagerExits)-1]))
+	}
 	if r.PeakRPS > hotLoopRPS {
 		r.Problems = append(r.Problems, fmt.Sprintf("the manager made up to %.0f requests/s while %s was down: a hot loop", r.PeakRPS, r.Target))
 	}

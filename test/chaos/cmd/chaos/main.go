@@ -38,6 +38,7 @@ func run() error {
 	out := flag.String("out", "docs/reliability.md", "where to write the report (empty: stdout only)")
 	only := flag.String("only", strings.Join(scenarios, ","), "comma-separated scenarios to run: "+strings.Join(scenarios, ", "))
 	fuzzExecs := flag.Int("fuzz-execs", 1_000_000, "executions of the builders' fuzz target")
+	merge := flag.String("merge", "", "start from the raw results of an earlier run (its chaos-results.json): the scenarios run now replace theirs")
 	flag.Parse()
 	want := map[string]bool{}
 	for _, s := range strings.Split(*only, ",") {
@@ -53,8 +54,19 @@ func run() error {
 	}
 	sc := chaos.Full
 	r := &chaos.Report{Runs: *runs}
+	if *merge != "" {
+		raw, err := os.ReadFile(*merge)
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(raw, r); err != nil {
+			return fmt.Errorf("-merge %s: %w", *merge, err)
+		}
+		start = start.Add(-r.Took)
+	}
 	var err error
 	if want["failover"] {
+		r.Failover = nil
 		for i := range *runs {
 			progress("leader failover, run %d of %d", i+1, *runs)
 			f, err := chaos.Failover(sc, progress)
@@ -65,6 +77,7 @@ func run() error {
 		}
 	}
 	if want["outage"] {
+		r.Outages = nil
 		for _, target := range chaos.OutageTargets {
 			var results []chaos.OutageResult
 			for i := range *runs {
