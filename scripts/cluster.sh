@@ -70,6 +70,12 @@ up() {
     fi
   else
     say "creating cluster '$name': kube-apiserver, etcd, kube-controller-manager, kube-scheduler and kwok from bin/ ..."
+    # kwokctl picks each port by scanning down from 32767 for one that is
+    # free now and binds it later, so two clusters created at the same time
+    # (parallel tests) can pick the same port: one creation at a time on
+    # this machine. A created cluster holds its ports.
+    exec {create_lock}>"${TMPDIR:-/tmp}/memcached-operator-kwok-create.lock"
+    flock "$create_lock"
     # shellcheck disable=SC2086 # KWOK_ARGS is a list of flags
     "$kwokctl" create cluster --name "$name" --runtime binary --kubeconfig "$kubeconfig" \
       --kube-apiserver-binary "$root/bin/kube-apiserver" \
@@ -80,6 +86,7 @@ up() {
       --wait 180s ${KWOK_ARGS:-} >"$log" 2>&1 || kwokctl_failed "create cluster"
     # kwokctl exits 0 even when its wait for readiness timed out.
     reachable || kwokctl_failed "create cluster"
+    flock --unlock "$create_lock"
     say "created cluster '$name' in $(elapsed "$t0")"
   fi
   if [[ $nodes -gt 0 ]]; then

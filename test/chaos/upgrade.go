@@ -33,7 +33,9 @@ type UpgradeResult struct {
 }
 
 // PreviousBuild is the commit scenario 6 upgrades from: CHAOS_UPGRADE_FROM,
-// else the operator as it was before its latest change.
+// else the operator as it was before its latest change (in a shallow clone
+// without that commit, the latest change itself: a takeover by the same
+// build).
 func PreviousBuild() (string, error) {
 	if ref := os.Getenv("CHAOS_UPGRADE_FROM"); ref != "" {
 		return gitOutput("rev-parse", "--verify", ref+"^{commit}")
@@ -42,7 +44,12 @@ func PreviousBuild() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return gitOutput("rev-parse", "--verify", last+"^")
+	previous, err := gitOutput("rev-parse", "--verify", "--quiet", last+"^")
+	if err != nil {
+		// A shallow clone: the takeover still runs, from this very build.
+		return last, nil //nolint:nilerr // the fallback is reported as the From commit
+	}
+	return previous, nil
 }
 
 func gitOutput(args ...string) (string, error) {
