@@ -631,6 +631,40 @@ func (c *component) hold() error {
 	return nil
 }
 
+// waitListening waits (up to 30s) until the restarted component has bound
+// its ports, so that the creation lock is released only then.
+func (c *component) waitListening(ports []int) {
+	deadline := time.Now().Add(30 * time.Second)
+	for _, port := range ports {
+		for time.Now().Before(deadline) {
+			l, err := net.Listen("tcp", fmt.Sprintf(":%d", port))
+			if err != nil {
+				break // bound: by the component
+			}
+			_ = l.Close()
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+// lockClusterCreation takes the lock scripts/cluster.sh holds while kwokctl
+// creates a cluster, shared by every process of the machine.
+func lockClusterCreation() (func(), error) {
+	dir := os.Getenv("TMPDIR")
+	if dir == "" {
+		dir = "/tmp"
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "memcached-operator-kwok-create.lock"), os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("lock %s: %w", f.Name(), err)
+	}
+	return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); _ = f.Close() }, nil
+}
+
 func (c *component) release() {
 	for _, l := range c.held {
 		_ = l.Close()
@@ -671,8 +705,16 @@ func (c *component) pid() (int, error) {
 	return strconv.Atoi(strings.TrimSpace(string(b)))
 }
 
-// Stop sends SIGTERM and waits for the process to end.
+// Stop sends SIGTERM, waits for the process to end, and holds its ports.
+// It does so under the machine's cluster-creation lock (scripts/cluster.sh
+// takes it too): kwokctl gives a new cluster the free ports it finds, and
+// a port freed for a moment must not be one of them.
 func (c *component) Stop() error {
+	unlock, err := lockClusterCreation()
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	pid, err := c.pid()
 	if err != nil {
 		return err
@@ -697,7 +739,14 @@ func (c *component) Stop() error {
 // Start runs the component again, logging where it logged, and records its
 // PID where kwokctl looks for it.
 func (c *component) Start() error {
+	unlock, err := lockClusterCreation()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	ports := c.ports()
 	c.release()
+	defer c.waitListening(ports)
 	log, err := os.OpenFile(c.logFile, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
 		return err
