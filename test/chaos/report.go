@@ -156,7 +156,7 @@ func (r *Report) Markdown(date string) string {
 	w("Fixed: an object with no controller that carries every label the operator puts on that Memcached's objects (managed-by included) is adopted back, as a ReplicaSet adopts matching orphaned pods, and the budget's watch also passes owner-reference changes. ")
 	w("A same-named object without those labels is still left alone (`TestSameNamedObjectIsNotTakenOver`).\n")
 	w("- **A manager started during an outage crash-looped.** The outage scenario found it: building the manager needs the API's REST mappings (its cache is filtered per kind), so a manager (re)started while the apiserver was unreachable exited at once, again and again, and the kubelet's growing CrashLoopBackOff (up to five minutes) would have kept it away long after the outage. ")
-	w("Fixed: the manager waits for the apiserver before it builds anything, retrying discovery with back-off (1 s doubling to 10 s) and logging each attempt; credentials the apiserver refuses still fail at once.\n")
+	w("Fixed: the manager waits for the apiserver before it builds anything, retrying discovery with back-off (1 s doubling to 10 s) and logging each attempt with its error (refusals too: an apiserver that has just started answers 401 and 403 until its caches have synced).\n")
 	w("- **A lost Lease ends the process.** With the apiserver or etcd unreachable for longer than the renew deadline (10 s) the manager cannot renew its Lease, and controller-runtime exits rather than risk two leaders; the kubelet restarts it, once. ")
 	w("After the restart the new process waits for the old Lease to expire (up to 15 s) before it leads. This is the price of never having two leaders, and it costs nothing while the control plane is down, since nothing can be written then.\n")
 	w("- **Recovery after a long refusal waits for the back-off.** A Memcached whose writes are refused (a missing permission, an admission policy on the Deployment) is retried with controller-runtime's per-object exponential back-off (5 ms doubling, capped at 1000 s). ")
@@ -292,7 +292,7 @@ func (r *Report) upgradeSection(w writer) {
 	w("## 6. Operator upgrade\n\n")
 	w("The manager of %s (by default the operator as it was before its latest change; `CHAOS_UPGRADE_FROM` picks another) is built from a git worktree and converges %d Memcacheds of size 3; it is stopped with SIGTERM and the current `bin/manager` takes over.\n\n", short(u.From), u.CRs)
 	w("- Pod templates the new build changed: %d of %d. Memcached pods replaced: %d of %d.\n", u.TemplatesChanged, u.CRs, u.PodsReplaced, u.Pods)
-	w("- The new build made %d writes taking over and was idle, everything converged, %s after it started.\n", u.Writes, secs(u.Takeover))
+	w("- The new build made %d write(s) taking over and was idle, everything converged, %s after it started.\n", u.Writes, secs(u.Takeover))
 	if u.TemplatesChanged == 0 {
 		w("- No pod template changed, so no pod restarted: the builders render the same template, and the operator does not rewrite what already matches.\n\n")
 	} else {
@@ -303,9 +303,9 @@ func (r *Report) upgradeSection(w writer) {
 func (r *Report) overloadSection(w writer) {
 	o := r.Overload
 	w("## 7. Overload\n\n")
-	w("%d Memcacheds of size 1 created by %d clients as fast as they can, acting as an ordinary user with the shipped editor role, on an apiserver whose concurrency limits are a tenth of the defaults (`--max-requests-inflight=%d`, `--max-mutating-requests-inflight=%d`), so that API Priority and Fairness queues and rejects.\n\n",
+	w("%d Memcacheds of size 1 created by %d clients as fast as they can, acting as an ordinary user with the shipped editor role, on an apiserver whose concurrency limits are a tenth of the defaults (`--max-requests-inflight=%d`, `--max-mutating-requests-inflight=%d`), so that API Priority and Fairness has to queue, and reject what its queues cannot hold.\n\n",
 		o.CRs, o.Clients, overloadMaxInflight, overloadMaxMutatingInflight)
-	w("- Every Memcached converged (Ready, all pods ready) %s after the first create.\n", secs(o.Converged))
+	w("- Every Memcached converged (Ready, all pods ready) %s after the first create. The Deployment controller and the scheduler, working through as many Deployments and pods on the same 2 cores, set the pace: while it lasted, the Memcacheds still waiting reported that the Deployment controller had not yet observed their Deployment.\n", secs(o.Converged))
 	w("- The manager sent %d requests; the apiserver refused %d of them with 429, which client-go retried. The clients' creates were refused %d times and retried.\n", o.Requests, o.Throttled, o.TenantRetries)
 	w("- Memcacheds that ever showed `Degraded=True`: %d.\n", len(o.ErrorsInStatus))
 	w("- The manager's peak RSS: %.0f MiB.\n\n", o.PeakRSSMiB)

@@ -42,6 +42,9 @@ func run() error {
 	flag.Parse()
 	want := map[string]bool{}
 	for _, s := range strings.Split(*only, ",") {
+		if strings.TrimSpace(s) == "" {
+			continue // -only '' with -merge: render the earlier results again
+		}
 		if !slices.Contains(scenarios, strings.TrimSpace(s)) {
 			return fmt.Errorf("-only: unknown scenario %q; choose from %s", s, strings.Join(scenarios, ", "))
 		}
