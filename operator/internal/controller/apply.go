@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -17,7 +18,7 @@ const FieldOwner = "memcached-operator"
 // applyIfChanged server-side applies desired unless live already holds
 // everything desired says, and then replaces live with the apiserver's answer.
 // It reports whether the object changed: whether the apiserver created it or
-// moved its resourceVersion. An apply that changes nothing (a mutating
+// now holds other values in the fields desired sets. An apply that changes nothing (a mutating
 // webhook or another field manager immediately puts its own value back) is
 // not a change and makes no event.
 //
@@ -38,7 +39,14 @@ func (r *MemcachedReconciler) applyIfChanged(ctx context.Context, desired runtim
 			return false, nil
 		}
 	}
-	before := live.GetResourceVersion()
+	want, err := runtime.DefaultUnstructuredConverter.ToUnstructured(desired)
+	if err != nil {
+		return false, err
+	}
+	before, err := runtime.DefaultUnstructuredConverter.ToUnstructured(live)
+	if err != nil {
+		return false, err
+	}
 	if err := r.Apply(ctx, desired, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return false, err
 	}
@@ -51,7 +59,34 @@ func (r *MemcachedReconciler) applyIfChanged(ctx context.Context, desired runtim
 	if err := json.Unmarshal(raw, live); err != nil {
 		return false, fmt.Errorf("decode apply response: %w", err)
 	}
-	return !exists || live.GetResourceVersion() != before, nil
+	if !exists {
+		return true, nil
+	}
+	after, err := runtime.DefaultUnstructuredConverter.ToUnstructured(live)
+	if err != nil {
+		return false, err
+	}
+	return differsOn(want, before, after), nil
+}
+
+// differsOn reports whether after differs from before in any field want
+// sets. Comparing resourceVersions instead would call a no-op apply a change
+// whenever the cached copy lagged behind someone else's write (the
+// Deployment controller's status updates), and make false "Updated" events.
+// Lists are compared whole: the operator applies them whole.
+func differsOn(want, before, after any) bool {
+	w, ok := want.(map[string]any)
+	if !ok {
+		return !equality.Semantic.DeepEqual(before, after)
+	}
+	b, _ := before.(map[string]any)
+	a, _ := after.(map[string]any)
+	for k, wv := range w {
+		if differsOn(wv, b[k], a[k]) {
+			return true
+		}
+	}
+	return false
 }
 
 // isSubsetOf reports whether every field set in want has the same value in
