@@ -72,9 +72,9 @@ func Overload(sc Scale, progress func(string, ...any)) (r OverloadResult, err er
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	conv, err := env.Watch(ctx, ns, r.CRs, func(u *unstructured.Unstructured) {
-		if conditionStatus(u, "Degraded") == "True" {
+		if degradedField(u, "status") == "True" {
 			mu.Lock()
-			degraded[u.GetName()] = conditionMessage(u, "Degraded")
+			degraded[u.GetName()] = degradedField(u, "message")
 			mu.Unlock()
 		}
 	})
@@ -120,15 +120,4 @@ func Overload(sc Scale, progress func(string, ...any)) (r OverloadResult, err er
 	}
 	r.Problems = append(r.Problems, env.nothingLost(ns, r.CRs)...)
 	return r, nil
-}
-
-func conditionStatus(u *unstructured.Unstructured, condType string) string {
-	conditions, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	for _, raw := range conditions {
-		if cond, ok := raw.(map[string]any); ok && cond["type"] == condType {
-			s, _ := cond["status"].(string)
-			return s
-		}
-	}
-	return ""
 }

@@ -92,7 +92,7 @@ func LostPermission(sc Scale, progress func(string, ...any)) (r PermissionResult
 		mc, err := cluster.Memcached(env.Admin, ns, memcachedName("mc", i))
 		if err == nil && cluster.MemcachedCondition(mc, "Degraded", "True", "Forbidden") == nil {
 			if r.Message == "" {
-				r.Message = conditionMessage(mc, "Degraded")
+				r.Message = degradedField(mc, "message")
 			}
 			i++
 			continue
@@ -191,12 +191,14 @@ func (e *Env) scale(ns, name string, size int) error {
 	return e.Admin.Patch(context.Background(), mc, client.RawPatch(types.MergePatchType, patch))
 }
 
-func conditionMessage(mc *unstructured.Unstructured, condType string) string {
+// degradedField is one field ("status", "message") of a Memcached's
+// Degraded condition, "" when it has none.
+func degradedField(mc *unstructured.Unstructured, field string) string {
 	conditions, _, _ := unstructured.NestedSlice(mc.Object, "status", "conditions")
 	for _, raw := range conditions {
-		if cond, ok := raw.(map[string]any); ok && cond["type"] == condType {
-			msg, _ := cond["message"].(string)
-			return msg
+		if cond, ok := raw.(map[string]any); ok && cond["type"] == "Degraded" {
+			v, _ := cond[field].(string)
+			return v
 		}
 	}
 	return ""
@@ -258,7 +260,7 @@ func AdmissionRejection(sc Scale, progress func(string, ...any)) (r AdmissionRes
 		mc, err := cluster.Memcached(env.Admin, ns, name)
 		if err == nil && cluster.MemcachedCondition(mc, "Degraded", "True", "ReplicaFailure") == nil {
 			r.ReportedAfter = time.Since(created)
-			r.Message = conditionMessage(mc, "Degraded")
+			r.Message = degradedField(mc, "message")
 			if s, err := m.Metrics(); err == nil && atDeploymentReport >= 0 {
 				r.ReconcilesToReport = s.Reconciles() - atDeploymentReport
 			}

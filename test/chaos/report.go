@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -59,21 +58,12 @@ func (r *Report) Problems() []string {
 	return out
 }
 
-func median(ds []time.Duration) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return s[len(s)/2]
-}
-
 func medianOf[T any](runs []T, f func(T) time.Duration) time.Duration {
 	var ds []time.Duration
 	for _, r := range runs {
 		ds = append(ds, f(r))
 	}
-	return median(ds)
+	return percentile(ds, 50)
 }
 
 func secs(d time.Duration) string {
