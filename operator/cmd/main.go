@@ -24,12 +24,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	cachev1alpha1 "github.com/example/memcached-operator/operator/api/v1alpha1"
 	"github.com/example/memcached-operator/operator/internal/controller"
 	"github.com/example/memcached-operator/operator/internal/metrics"
+	"github.com/example/memcached-operator/operator/internal/metricsauth"
 	"github.com/example/memcached-operator/operator/internal/resources"
 )
 
@@ -165,7 +165,7 @@ func run(o *options) error {
 		TLSOpts:       tlsOpts,
 	}
 	if o.secureMetrics {
-		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
+		metricsOpts.FilterProvider = metricsauth.WithAuthenticationAndAuthorization
 	}
 
 	ctx := ctrl.SetupSignalHandler()
