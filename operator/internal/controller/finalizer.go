@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -101,9 +102,11 @@ func (r *MemcachedReconciler) releaseFinalizer(ctx context.Context, mc *cachev1a
 
 // applyFinalizer server-side applies the operator's view of
 // metadata.finalizers: listing the finalizer claims it without touching
-// anyone else's. It returns the object as applied, or nil when it no longer
-// exists.
-func (r *MemcachedReconciler) applyFinalizer(ctx context.Context, mc *cachev1alpha1.Memcached) (*unstructured.Unstructured, error) {
+// anyone else's. It returns the object's metadata as applied, or nil when
+// it no longer exists. Only the metadata is asked for: the reconcile needs
+// the new finalizers and resourceVersion, not the whole Memcached decoded
+// from JSON once more.
+func (r *MemcachedReconciler) applyFinalizer(ctx context.Context, mc *cachev1alpha1.Memcached) (*metav1.PartialObjectMetadata, error) {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(cachev1alpha1.GroupVersion.WithKind("Memcached"))
 	u.SetNamespace(mc.Namespace)
@@ -112,14 +115,22 @@ func (r *MemcachedReconciler) applyFinalizer(ctx context.Context, mc *cachev1alp
 	// meanwhile, the apply fails instead of creating or touching the new one.
 	u.SetUID(mc.UID)
 	u.SetFinalizers([]string{cachev1alpha1.Finalizer})
-	if err := r.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+	body, err := u.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	applied := &metav1.PartialObjectMetadata{}
+	applied.SetGroupVersionKind(u.GroupVersionKind())
+	applied.SetNamespace(mc.Namespace)
+	applied.SetName(mc.Name)
+	if err := r.Patch(ctx, applied, client.RawPatch(types.ApplyPatchType, body), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		if apierrors.IsNotFound(err) || (apierrors.IsConflict(err) && r.gone(ctx, mc)) {
 			return nil, nil // deleted meanwhile: nothing left to hold or release
 		}
 		return nil, fmt.Errorf("apply finalizers: %w", err)
 	}
-	r.tracker().record(mc.UID, u.GetResourceVersion())
-	return u, nil
+	r.tracker().record(mc.UID, applied.GetResourceVersion(), 0)
+	return applied, nil
 }
 
 // gone reports whether mc no longer exists with its UID.

@@ -154,3 +154,19 @@ func eventReasons(g Gomega, mc *cachev1alpha1.Memcached) []string {
 	}
 	return reasons
 }
+
+// createUnmanaged creates mc in the namespace the manager does not watch,
+// for a test that runs a reconciler of its own, and deletes it afterwards
+// (its finalizer dropped: no reconciler is there to release it).
+func createUnmanaged(t *testing.T, mc *cachev1alpha1.Memcached) {
+	t.Helper()
+	NewWithT(t).Expect(k8sClient.Create(testCtx, mc)).To(Succeed())
+	t.Cleanup(func() {
+		cur := &cachev1alpha1.Memcached{}
+		if k8sClient.Get(testCtx, key(mc), cur) == nil {
+			cur.Finalizers = nil
+			_ = k8sClient.Update(testCtx, cur)
+			_ = k8sClient.Delete(testCtx, cur)
+		}
+	})
+}

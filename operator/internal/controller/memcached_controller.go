@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -31,6 +32,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -137,6 +139,9 @@ type ownedObject struct {
 	// takenBy is set when an object of that name exists and this Memcached
 	// does not control it: the operator leaves it alone.
 	takenBy *resourceExistsError
+	// metadataOnly: the object was missing from the cache and was read from
+	// the apiserver, metadata only; live has no spec or status to compare.
+	metadataOnly bool
 }
 
 // owned is what the cluster holds of the objects a Memcached owns.
@@ -175,8 +180,10 @@ func (r *MemcachedReconciler) reconcile(ctx context.Context, before, mc *cachev1
 // carrying the operator's labels, so an object missing from it is looked up
 // in the apiserver before anything is created: a same-named object without
 // the labels (a cache being migrated to the operator, say) must be seen, or
-// the forced apply would silently take it over. The budget is read only
-// when it is wanted or may have to be deleted.
+// the forced apply would silently take it over. That lookup asks for the
+// metadata only: who controls the object is all it decides, and for every
+// new Memcached it runs three times and finds nothing. The budget is read
+// only when it is wanted or may have to be deleted.
 func (r *MemcachedReconciler) readOwned(ctx context.Context, mc *cachev1alpha1.Memcached, wantPDB bool) (*owned, error) {
 	cur := &owned{
 		deployment: ownedObject{kind: "Deployment", live: &appsv1.Deployment{}},
@@ -195,7 +202,7 @@ func (r *MemcachedReconciler) readOwned(ctx context.Context, mc *cachev1alpha1.M
 func (r *MemcachedReconciler) readOne(ctx context.Context, mc *cachev1alpha1.Memcached, key types.NamespacedName, o *ownedObject, wanted bool) error {
 	err := r.Get(ctx, key, o.live)
 	if apierrors.IsNotFound(err) && wanted && r.APIReader != nil {
-		err = r.APIReader.Get(ctx, key, o.live)
+		err = r.readMetadata(ctx, key, o)
 	}
 	switch {
 	case apierrors.IsNotFound(err):
@@ -207,6 +214,32 @@ func (r *MemcachedReconciler) readOne(ctx context.Context, mc *cachev1alpha1.Mem
 	default:
 		o.takenBy = &resourceExistsError{kind: o.kind, name: key.Name, owner: metav1.GetControllerOf(o.live)}
 	}
+	return nil
+}
+
+// readMetadata reads an owned object's metadata from the apiserver into
+// o.live.
+func (r *MemcachedReconciler) readMetadata(ctx context.Context, key types.NamespacedName, o *ownedObject) error {
+	gvk, err := apiutil.GVKForObject(o.live, r.Scheme())
+	if err != nil {
+		return err
+	}
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(gvk)
+	if err := r.APIReader.Get(ctx, key, m); err != nil {
+		return err
+	}
+	switch live := o.live.(type) {
+	case *appsv1.Deployment:
+		live.ObjectMeta = m.ObjectMeta
+	case *corev1.Service:
+		live.ObjectMeta = m.ObjectMeta
+	case *policyv1.PodDisruptionBudget:
+		live.ObjectMeta = m.ObjectMeta
+	default:
+		return fmt.Errorf("read metadata of %T: not an owned kind", o.live)
+	}
+	o.metadataOnly = true
 	return nil
 }
 
@@ -284,7 +317,7 @@ func (r *MemcachedReconciler) applyOwned(ctx context.Context, before, mc *cachev
 			continue
 		}
 		wg.Go(func() {
-			changed, err := r.applyIfChanged(ctx, desired[i], o.live, o.exists)
+			changed, err := r.applyIfChanged(ctx, desired[i], o)
 			outcomes[i] = outcome{changed: changed, err: err}
 		})
 	}
@@ -307,7 +340,7 @@ func (r *MemcachedReconciler) applyOwned(ctx context.Context, before, mc *cachev
 			o.exists = true
 		}
 	}
-	if outcomes[0].changed && cur.deployment.exists && oldReplicas != mc.GetSize() && slices.Contains(updated, "Deployment") {
+	if outcomes[0].changed && cur.deployment.exists && !cur.deployment.metadataOnly && oldReplicas != mc.GetSize() && slices.Contains(updated, "Deployment") {
 		r.event(ctx, mc, cur.deployment.live, corev1.EventTypeNormal, EventScaled, "Scale",
 			"scaled Deployment %s from %d to %d pods", mc.Name, oldReplicas, mc.GetSize())
 	}
@@ -322,8 +355,9 @@ func (r *MemcachedReconciler) applyOwned(ctx context.Context, before, mc *cachev
 	}
 
 	// A write after the spec was already reconciled undoes someone else's
-	// change: a drift heal.
-	healing := before.Status.ObservedGeneration == mc.Generation
+	// change: a drift heal. The cached status may not show the operator's
+	// own last report yet.
+	healing := before.Status.ObservedGeneration == mc.Generation || r.tracker().reported(mc.UID) == mc.Generation
 	for _, kinds := range []struct {
 		reason string
 		kinds  []string
@@ -412,6 +446,7 @@ func (r *MemcachedReconciler) patchStatus(ctx context.Context, before, mc *cache
 	if equality.Semantic.DeepEqual(before.Status, mc.Status) {
 		return false, nil
 	}
+	r.tracker().writingStatus(mc.UID, &mc.Status)
 	err := r.Status().Patch(ctx, mc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
 	switch {
 	case apierrors.IsConflict(err):
@@ -419,7 +454,7 @@ func (r *MemcachedReconciler) patchStatus(ctx context.Context, before, mc *cache
 	case err != nil:
 		return false, client.IgnoreNotFound(fmt.Errorf("patch status: %w", err))
 	}
-	r.tracker().record(mc.UID, mc.ResourceVersion)
+	r.tracker().record(mc.UID, mc.ResourceVersion, mc.Status.ObservedGeneration)
 	return false, nil
 }
 
@@ -454,14 +489,40 @@ func (r *MemcachedReconciler) event(ctx context.Context, mc *cachev1alpha1.Memca
 
 // changedByOthers passes Memcached updates that the operator did not make
 // itself and that change more than the spec: a status edited by hand, a
-// finalizer or label added by another client. The operator's own status
-// patches and finalizer applies are recognised by their resourceVersion.
+// finalizer or label added by another client. The operator's own writes are
+// recognised by their resourceVersion once their response has arrived, and
+// by their content before that (the watch event often comes first): the
+// finalizer added, or the status the operator is writing. Without the
+// second test half the new Memcacheds were reconciled twice.
 func (r *MemcachedReconciler) changedByOthers() predicate.Funcs {
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
-			return !r.tracker().isOwn(e.ObjectNew.GetUID(), e.ObjectNew.GetResourceVersion())
+			cur, ok := e.ObjectNew.(*cachev1alpha1.Memcached)
+			old, okOld := e.ObjectOld.(*cachev1alpha1.Memcached)
+			if !ok || !okOld {
+				return true
+			}
+			if r.tracker().isOwn(cur.UID, cur.ResourceVersion) {
+				return false
+			}
+			return !r.onlyOwnChanges(old, cur)
 		},
 	}
+}
+
+// onlyOwnChanges reports whether cur differs from old only by what the
+// operator writes: its finalizer added, the status it is writing.
+func (r *MemcachedReconciler) onlyOwnChanges(old, cur *cachev1alpha1.Memcached) bool {
+	if old.Generation != cur.Generation || !maps.Equal(old.Labels, cur.Labels) || !maps.Equal(old.Annotations, cur.Annotations) ||
+		!equality.Semantic.DeepEqual(old.OwnerReferences, cur.OwnerReferences) || !old.DeletionTimestamp.Equal(cur.DeletionTimestamp) {
+		return false
+	}
+	if !slices.Equal(old.Finalizers, cur.Finalizers) &&
+		!(controllerutil.ContainsFinalizer(cur, cachev1alpha1.Finalizer) && !controllerutil.ContainsFinalizer(old, cachev1alpha1.Finalizer) &&
+			slices.Equal(slices.DeleteFunc(slices.Clone(cur.Finalizers), func(f string) bool { return f == cachev1alpha1.Finalizer }), old.Finalizers)) {
+		return false
+	}
+	return equality.Semantic.DeepEqual(old.Status, cur.Status) || r.tracker().wroteStatus(cur.UID, &cur.Status)
 }
 
 // SetupWithManager registers the controller. Memcached events pass when the

@@ -39,15 +39,7 @@ func TestStaleCacheCannotLeaveAWrongStatus(t *testing.T) {
 	g := NewWithT(t)
 	ctx := testCtx
 	mc := newMemcached(unmanagedNamespace, "stale", 2)
-	g.Expect(k8sClient.Create(ctx, mc)).To(Succeed())
-	t.Cleanup(func() {
-		cur := &cachev1alpha1.Memcached{}
-		if k8sClient.Get(ctx, key(mc), cur) == nil {
-			cur.Finalizers = nil
-			_ = k8sClient.Update(ctx, cur)
-			_ = k8sClient.Delete(ctx, cur)
-		}
-	})
+	createUnmanaged(t, mc)
 	reads := &staleReads{Client: k8sClient}
 	r := &MemcachedReconciler{Client: reads, APIReader: k8sClient, Defaults: testDefaults}
 	reconcile := func() {

@@ -1,9 +1,13 @@
 package controller
 
 import (
+	"slices"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
+
+	cachev1alpha1 "github.com/example/memcached-operator/operator/api/v1alpha1"
 )
 
 // ownWrites remembers the resourceVersion of the operator's last write to
@@ -19,29 +23,95 @@ import (
 //   - Was a watch event caused by someone else? The operator's own status
 //     writes must not trigger reconciles, but a status edited by hand (or by
 //     a stale writer) must be put right.
+//
+// It also remembers the generation the last status write reported, for as
+// long as the cache may not show it: whether a write undoes someone else's
+// change (a drift heal) depends on whether the spec was already reconciled.
 type ownWrites struct {
 	mu   sync.Mutex
-	last map[types.UID]string
+	last map[types.UID]ownWrite
 }
 
-func newOwnWrites() *ownWrites { return &ownWrites{last: map[types.UID]string{}} }
+type ownWrite struct {
+	rv string
+	// earlier are the resourceVersions of the operator's writes before rv
+	// that the cache has not shown yet: a reconcile makes two (finalizer,
+	// status), and the first one's watch event often arrives after the
+	// second was recorded. Bounded by maxEarlierWrites.
+	earlier  []string
+	reported int64 // status.observedGeneration written; 0 if none
+	// status is what the operator's last status write sets, recorded before
+	// the request is sent: its watch event can arrive before the response,
+	// when the resourceVersion is not known yet.
+	status *cachev1alpha1.MemcachedStatus
+}
 
-// record notes that the operator's write produced resourceVersion rv.
-func (w *ownWrites) record(uid types.UID, rv string) {
+const maxEarlierWrites = 4
+
+func newOwnWrites() *ownWrites { return &ownWrites{last: map[types.UID]ownWrite{}} }
+
+// record notes that the operator's write produced resourceVersion rv; a
+// status write also says which generation it reported (0 for other writes,
+// which keep what an earlier status write reported).
+func (w *ownWrites) record(uid types.UID, rv string, reported int64) {
 	if uid == "" || rv == "" {
 		return
 	}
 	w.mu.Lock()
-	w.last[uid] = rv
+	prev := w.last[uid]
+	if reported == 0 {
+		reported = prev.reported
+	}
+	earlier := prev.earlier
+	if prev.rv != "" {
+		earlier = append(earlier, prev.rv)
+		if len(earlier) > maxEarlierWrites {
+			earlier = earlier[len(earlier)-maxEarlierWrites:]
+		}
+	}
+	w.last[uid] = ownWrite{rv: rv, earlier: earlier, reported: reported, status: prev.status}
 	w.mu.Unlock()
 }
 
-// isOwn reports whether rv is the resourceVersion of the operator's last
-// write to the object.
+// writingStatus notes the status the operator is about to write.
+func (w *ownWrites) writingStatus(uid types.UID, status *cachev1alpha1.MemcachedStatus) {
+	written := status.DeepCopy()
+	// As the watch will show it: times travel with second precision.
+	for i := range written.Conditions {
+		c := &written.Conditions[i]
+		c.LastTransitionTime = c.LastTransitionTime.Rfc3339Copy()
+	}
+	w.mu.Lock()
+	e := w.last[uid]
+	e.status = written
+	w.last[uid] = e
+	w.mu.Unlock()
+}
+
+// wroteStatus reports whether status is what the operator's last status
+// write set (or is setting).
+func (w *ownWrites) wroteStatus(uid types.UID, status *cachev1alpha1.MemcachedStatus) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	e, ok := w.last[uid]
+	return ok && e.status != nil && equality.Semantic.DeepEqual(*e.status, *status)
+}
+
+// isOwn reports whether rv is the resourceVersion of one of the operator's
+// writes to the object that the cache has not shown yet.
 func (w *ownWrites) isOwn(uid types.UID, rv string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.last[uid] == rv
+	last := w.last[uid]
+	return last.rv == rv || slices.Contains(last.earlier, rv)
+}
+
+// reported is the observedGeneration of the operator's last status write
+// that the cache may not show yet; 0 if none.
+func (w *ownWrites) reported(uid types.UID) int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.last[uid].reported
 }
 
 // mayBeStale reports whether a copy at resourceVersion rv may predate the
@@ -51,14 +121,14 @@ func (w *ownWrites) mayBeStale(uid types.UID, rv string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	last, ok := w.last[uid]
-	return ok && last != rv
+	return ok && last.rv != "" && last.rv != rv
 }
 
 // caughtUp forgets the last write once the cache has shown a copy at or
 // after it, so the map holds only objects with writes in flight.
 func (w *ownWrites) caughtUp(uid types.UID, rv string) {
 	w.mu.Lock()
-	if w.last[uid] == rv {
+	if w.last[uid].rv == rv {
 		delete(w.last, uid)
 	}
 	w.mu.Unlock()

@@ -3,6 +3,8 @@ package controller
 import (
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	. "github.com/onsi/gomega"
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -39,4 +41,66 @@ func TestNoOpReconcileMakesNoWrites(t *testing.T) {
 	mark = managerRequests.mark()
 	update(t, mc, func(m *cachev1alpha1.Memcached) { m.Annotations = map[string]string{"touched": "yes"} })
 	NewWithT(t).Consistently(func() []string { return managerRequests.writesSince(mark, "/namespaces/"+ns+"/") }, "2s", interval).Should(BeEmpty())
+}
+
+// The operator's own writes are recognised until the cache shows the last
+// one, and the generation the last status write reported is known until
+// then, kept across the finalizer writes in between.
+func TestOwnWritesRemembersTheReportedGeneration(t *testing.T) {
+	g := NewWithT(t)
+	w := newOwnWrites()
+	g.Expect(w.reported("u")).To(BeZero())
+	w.record("u", "10", 2)
+	w.record("u", "11", 0) // a finalizer apply
+	g.Expect(w.reported("u")).To(Equal(int64(2)))
+	g.Expect(w.isOwn("u", "11")).To(BeTrue())
+	g.Expect(w.isOwn("u", "10")).To(BeTrue(), "the earlier write's event may arrive after the later write was recorded")
+	g.Expect(w.isOwn("u", "9")).To(BeFalse())
+	g.Expect(w.mayBeStale("u", "10")).To(BeTrue())
+	w.caughtUp("u", "11")
+	g.Expect(w.reported("u")).To(BeZero(), "the cache shows the status now")
+}
+
+// The predicate's content test: which updates are the operator's own.
+func TestOnlyOwnChanges(t *testing.T) {
+	base := &cachev1alpha1.Memcached{}
+	base.UID = "u"
+	base.Labels = map[string]string{"app": "cache"}
+	base.Status.ObservedGeneration = 1
+	// As the reconciler sets it: a condition stamped now, to the nanosecond.
+	written := cachev1alpha1.MemcachedStatus{ObservedGeneration: 2, Replicas: 3,
+		Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Ready", LastTransitionTime: metav1.Now()}}}
+	other := cachev1alpha1.MemcachedStatus{ObservedGeneration: 2, Replicas: 1}
+	r := &MemcachedReconciler{}
+	r.tracker().writingStatus("u", &written)
+
+	tests := []struct {
+		name   string
+		change func(m *cachev1alpha1.Memcached)
+		own    bool
+	}{
+		{"nothing", func(*cachev1alpha1.Memcached) {}, true},
+		{"the operator's finalizer added", func(m *cachev1alpha1.Memcached) { m.Finalizers = []string{cachev1alpha1.Finalizer} }, true},
+		{"another finalizer added", func(m *cachev1alpha1.Memcached) { m.Finalizers = []string{"example.com/other"} }, false},
+		{"the status the operator is writing, as the watch shows it", func(m *cachev1alpha1.Memcached) {
+			m.Status = *written.DeepCopy()
+			m.Status.Conditions[0].LastTransitionTime = m.Status.Conditions[0].LastTransitionTime.Rfc3339Copy()
+		}, true},
+		{"a status edited by someone else", func(m *cachev1alpha1.Memcached) { m.Status = other }, false},
+		{"a label", func(m *cachev1alpha1.Memcached) { m.Labels = map[string]string{"app": "other"} }, false},
+		{"an annotation", func(m *cachev1alpha1.Memcached) { m.Annotations = map[string]string{"a": "b"} }, false},
+		{"a new generation", func(m *cachev1alpha1.Memcached) { m.Generation++ }, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cur := base.DeepCopy()
+			tt.change(cur)
+			NewWithT(t).Expect(r.onlyOwnChanges(base, cur)).To(Equal(tt.own))
+		})
+	}
+
+	// The operator's finalizer removed by someone else is not its own change.
+	withFinalizer := base.DeepCopy()
+	withFinalizer.Finalizers = []string{cachev1alpha1.Finalizer}
+	NewWithT(t).Expect(r.onlyOwnChanges(withFinalizer, base)).To(BeFalse())
 }
