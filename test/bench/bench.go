@@ -16,10 +16,10 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,11 +28,8 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -43,12 +40,17 @@ import (
 	"github.com/example/memcached-operator/test/internal/repo"
 )
 
-// Contenders, in the order they run.
+// Contenders, in the order they run: the floors repeat what the operator
+// wrote, so it runs first.
 const (
-	Operator = "operator" // bin/manager, default flags
-	Floor    = "floor"    // the operator's objects created directly, no controller
-	Seed     = "seed"     // the tutorial's reconciler
+	Operator   = "operator"    // bin/manager, default flags
+	FloorEqual = "floor-equal" // the operator's own writes per CR, made by the harness, no controller
+	Floor      = "floor"       // the operator's three objects created directly, no controller
+	Seed       = "seed"        // the tutorial's reconciler
 )
+
+// Contenders are all of them, in order.
+var Contenders = []string{Operator, FloorEqual, Floor, Seed}
 
 // Config of a benchmark run.
 type Config struct {
@@ -63,27 +65,47 @@ type Config struct {
 	// OperatorArgs are extra flags for bin/manager (default: none, the
 	// defaults are what is measured).
 	OperatorArgs []string
-	// ProfileDir, when set, receives a CPU profile of kube-apiserver taken
-	// while each controller converges (<contender>-<N>-apiserver.pprof):
-	// on a shared 2-core machine the apiserver is where the time goes.
+	// ProfileDir, when set, receives CPU profiles of kube-apiserver and of
+	// the manager taken while each controller converges
+	// (<contender>-<N>-apiserver.pprof, operator-<N>-manager.pprof) and the
+	// manager's heap once converged (operator-<N>-manager-heap.pprof).
 	ProfileDir string
+	// Manager is the operator binary to measure (default: bin/manager): to
+	// compare two builds side by side.
+	Manager string
+	// Contenders to run (default: all). The floors need the operator's run.
+	Contenders []string
+	// Changes is how many times the change latency is measured for each kind
+	// of change once the operator has converged (0: not measured).
+	Changes int
 }
 
 // Measurement is one contender's run at one size.
 type Measurement struct {
-	Contender     string
-	N             int
-	Converge      time.Duration
-	Writes        float64 // per CR
-	Requests      float64 // per CR
-	CPUSeconds    float64
-	PeakRSSMiB    float64
-	Errors        int
-	ClusterCPU    float64 // kube-apiserver + etcd CPU seconds while converging
-	ResyncWrites  float64 // per CR
-	ResyncReqs    float64 // per CR
-	ResyncTime    time.Duration
-	measuredByCPU bool
+	Contender  string
+	N          int
+	Date       string // YYYY-MM-DD, UTC
+	Runs       int    // runs a median was taken over (Medians sets it)
+	Converge   time.Duration
+	Writes     float64 // per CR
+	Requests   float64 // per CR
+	CPUSeconds float64
+	// AllocKiB and Reconciles are per CR, from the controller's Go runtime
+	// and controller-runtime metrics: allocation is the part of its CPU cost
+	// that does not vary with a shared machine's load.
+	AllocKiB     float64
+	Reconciles   float64
+	PeakRSSMiB   float64
+	Errors       int
+	ClusterCPU   float64 // kube-apiserver + etcd CPU seconds while converging
+	ResyncWrites float64 // per CR
+	ResyncReqs   float64 // per CR
+	ResyncTime   time.Duration
+	// Controller: a controller process was measured (CPU, memory, resync);
+	// false for the floors, where the harness makes the writes.
+	Controller bool
+	// Change latency (operator only, when Config.Changes > 0).
+	ScaleP50, ScaleP99, HealP50, HealP99 time.Duration
 }
 
 // Run measures every contender at every size, Runs times.
@@ -99,25 +121,42 @@ func Run(ctx context.Context, cfg Config) ([]Measurement, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Manager != "" {
+		bins["manager"] = cfg.Manager
+	}
 	start := time.Now()
 	progress := func(format string, args ...any) {
 		_, _ = fmt.Fprintf(cfg.Progress, "bench: [%s] %s\n", time.Since(start).Round(time.Second), fmt.Sprintf(format, args...))
 	}
+	contenders := cfg.Contenders
+	if len(contenders) == 0 {
+		contenders = Contenders
+	}
+	for _, c := range contenders {
+		if !slices.Contains(Contenders, c) {
+			return nil, fmt.Errorf("unknown contender %q: want some of %s", c, strings.Join(Contenders, ", "))
+		}
+	}
 	var out []Measurement
-	var templates *ownedTemplates
+	var writes *operatorWrites
 	for _, n := range cfg.Sizes {
 		for run := 1; run <= cfg.Runs; run++ {
-			for _, contender := range []string{Operator, Floor, Seed} {
+			for _, contender := range Contenders {
+				if !slices.Contains(contenders, contender) {
+					continue
+				}
 				progress("N=%d run %d/%d: %s ...", n, run, cfg.Runs, contender)
-				m, tmpl, err := measure(ctx, cfg, bins, contender, n, templates)
+				m, w, err := measure(ctx, cfg, bins, contender, n, writes)
 				if err != nil {
 					return out, fmt.Errorf("%s at N=%d (run %d): %w", contender, n, run, err)
 				}
-				if tmpl != nil && templates == nil {
-					templates = tmpl
+				if w != nil {
+					writes = w
 				}
-				progress("N=%d run %d/%d: %s converged in %v (%.1f writes/CR, resync %.2f writes/CR)",
-					n, run, cfg.Runs, contender, m.Converge.Round(time.Millisecond), m.Writes, m.ResyncWrites)
+				m.Date = start.UTC().Format(time.DateOnly)
+				progress("N=%d run %d/%d: %s converged in %v (%.1f writes/CR, %.2f ms controller CPU/CR, %.0f KiB allocated/CR, %.2f reconciles/CR, peak RSS %.0f MiB, resync %.2f writes/CR in %v; scale p99 %v, heal p99 %v)",
+					n, run, cfg.Runs, contender, m.Converge.Round(time.Millisecond), m.Writes, 1000*m.CPUSeconds/float64(n), m.AllocKiB, m.Reconciles, m.PeakRSSMiB,
+					m.ResyncWrites, m.ResyncTime.Round(time.Millisecond), m.ScaleP99, m.HealP99)
 				out = append(out, m)
 			}
 		}
@@ -125,8 +164,9 @@ func Run(ctx context.Context, cfg Config) ([]Measurement, error) {
 	return out, nil
 }
 
-// measure runs one contender on a fresh control plane.
-func measure(ctx context.Context, cfg Config, bins map[string]string, contender string, n int, templates *ownedTemplates) (Measurement, *ownedTemplates, error) {
+// measure runs one contender on a fresh control plane. The operator's run
+// also returns what it wrote, for the floors.
+func measure(ctx context.Context, cfg Config, bins map[string]string, contender string, n int, writes *operatorWrites) (Measurement, *operatorWrites, error) {
 	workdir, err := os.MkdirTemp("", "bench-")
 	if err != nil {
 		return Measurement{}, nil, err
@@ -149,30 +189,68 @@ func measure(ctx context.Context, cfg Config, bins map[string]string, contender 
 	if out, err := runKubectl(bins["kubectl"], k.Kubeconfig, "create", "namespace", namespace); err != nil {
 		return Measurement{}, nil, fmt.Errorf("namespace: %w\n%s", err, out)
 	}
+	timeout := max(cfg.Timeout, time.Duration(n)*60*time.Millisecond)
 
 	switch contender {
-	case Floor:
-		if templates == nil {
-			return Measurement{}, nil, errors.New("the floor needs the operator's objects: run the operator first")
+	case Floor, FloorEqual:
+		if writes == nil {
+			return Measurement{}, nil, fmt.Errorf("the %s contender repeats the operator's writes: run the operator too", contender)
 		}
-		m, err := measureFloor(restCfg, k.PIDs(), n, *templates)
+		if contender == Floor {
+			m, err := measureFloor(restCfg, k.PIDs(), n, *writes)
+			return m, nil, err
+		}
+		m, err := measureEqualFloor(restCfg, k.PIDs(), n, *writes)
 		return m, nil, err
 	case Operator:
 		port, err := freePort()
 		if err != nil {
 			return Measurement{}, nil, err
 		}
-		startCmd := func() (*managerProcess, error) {
-			return startProcess(port, nil, bins["manager"], append([]string{"--kubeconfig=" + k.Kubeconfig,
-				"--metrics-secure=false", fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", port),
-				"--health-probe-bind-address=0"}, cfg.OperatorArgs...)...)
+		args := []string{"--kubeconfig=" + k.Kubeconfig, "--metrics-secure=false",
+			fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", port), "--health-probe-bind-address=0"}
+		var pprofURL string
+		if cfg.ProfileDir != "" {
+			pprofPort, err := freePort()
+			if err != nil {
+				return Measurement{}, nil, err
+			}
+			args = append(args, fmt.Sprintf("--pprof-bind-address=127.0.0.1:%d", pprofPort))
+			pprofURL = fmt.Sprintf("http://127.0.0.1:%d/debug/pprof", pprofPort)
 		}
-		m, err := measureController(ctx, cfg, restCfg, k.PIDs(), Operator, n, startCmd, observedCurrent, memcachedGVR)
+		startCmd := func() (*managerProcess, error) {
+			return startProcess(port, nil, bins["manager"], append(args, cfg.OperatorArgs...)...)
+		}
+		converged := func(m *Measurement) error {
+			if cfg.ProfileDir != "" {
+				heap := func() ([]byte, error) { return httpProfile(pprofURL)(ctx, "heap", 0) }
+				if err := saveProfile(cfg.ProfileDir, fmt.Sprintf("operator-%d-manager-heap.pprof", n), heap); err != nil {
+					return err
+				}
+			}
+			if cfg.Changes == 0 {
+				return nil
+			}
+			l, err := measureChangeLatency(ctx, restCfg, bins["kubectl"], k.Kubeconfig, cfg.Changes)
+			if err != nil {
+				return fmt.Errorf("change latency: %w", err)
+			}
+			m.ScaleP50, m.ScaleP99 = load.Percentile(l.Scale, 50), load.Percentile(l.Scale, 99)
+			m.HealP50, m.HealP99 = load.Percentile(l.Heal, 50), load.Percentile(l.Heal, 99)
+			return nil
+		}
+		profiles := func() []<-chan error {
+			return []<-chan error{
+				profileCPU(ctx, cfg, n, fmt.Sprintf("operator-%d-apiserver.pprof", n), apiserverProfile(restCfg)),
+				profileCPU(ctx, cfg, n, fmt.Sprintf("operator-%d-manager.pprof", n), httpProfile(pprofURL)),
+			}
+		}
+		m, err := measureController(ctx, timeout, restCfg, k.PIDs(), Operator, n, startCmd, observedCurrent, memcachedGVR, profiles, converged)
 		if err != nil {
 			return m, nil, err
 		}
-		tmpl, err := captureTemplates(restCfg)
-		return m, tmpl, err
+		w, err := captureWrites(ctx, restCfg)
+		return m, w, err
 	case Seed:
 		port, err := freePort()
 		if err != nil {
@@ -182,16 +260,25 @@ func measure(ctx context.Context, cfg Config, bins map[string]string, contender 
 			env := []string{"BENCH_SEED_KUBECONFIG=" + k.Kubeconfig, fmt.Sprintf("BENCH_SEED_METRICS=127.0.0.1:%d", port)}
 			return startProcess(port, env, cfg.SeedCommand[0], cfg.SeedCommand[1:]...)
 		}
-		m, err := measureController(ctx, cfg, restCfg, k.PIDs(), Seed, n, startCmd, deploymentAtSize,
-			appsv1.SchemeGroupVersion.WithResource("deployments"))
+		profiles := func() []<-chan error {
+			return []<-chan error{profileCPU(ctx, cfg, n, fmt.Sprintf("seed-%d-apiserver.pprof", n), apiserverProfile(restCfg))}
+		}
+		m, err := measureController(ctx, timeout, restCfg, k.PIDs(), Seed, n, startCmd, deploymentAtSize,
+			appsv1.SchemeGroupVersion.WithResource("deployments"), profiles, nil)
 		return m, nil, err
 	}
 	return Measurement{}, nil, fmt.Errorf("unknown contender %q", contender)
 }
 
-func measureController(ctx context.Context, cfg Config, restCfg *rest.Config, clusterPIDs []int, contender string, n int,
-	start func() (*managerProcess, error), done func(*unstructured.Unstructured) bool, gvr schema.GroupVersionResource) (Measurement, error) {
-	m := Measurement{Contender: contender, N: n, measuredByCPU: true}
+// measureController starts a controller, creates n CRs and waits until
+// done holds for every object of gvr. profiles starts the CPU profiles
+// wanted while it converges; converged, if set, runs once it has (before the
+// figures that follow are taken). Then it restarts the controller for a
+// resync.
+func measureController(ctx context.Context, timeout time.Duration, restCfg *rest.Config, clusterPIDs []int, contender string, n int,
+	start func() (*managerProcess, error), done func(*unstructured.Unstructured) bool, gvr schema.GroupVersionResource,
+	profiles func() []<-chan error, converged func(*Measurement) error) (Measurement, error) {
+	m := Measurement{Contender: contender, N: n, Controller: true}
 	p, err := start()
 	if err != nil {
 		return m, err
@@ -213,7 +300,7 @@ func measureController(ctx context.Context, cfg Config, restCfg *rest.Config, cl
 		return m, err
 	}
 
-	profiled := profileAPIServer(ctx, cfg, restCfg, contender, n)
+	profiled := profiles()
 	clusterCPU0 := clusterCPUSeconds(clusterPIDs)
 	t0 := time.Now()
 	if err := createConcurrently(restCfg, n, func(c client.Client, i int) error {
@@ -223,8 +310,8 @@ func measureController(ctx context.Context, cfg Config, restCfg *rest.Config, cl
 	}
 	select {
 	case <-conv.Ready():
-	case <-time.After(cfg.Timeout):
-		return m, fmt.Errorf("%d of %d CRs converged within %v\n%s", conv.Converged(), n, cfg.Timeout, tail(p.output()))
+	case <-time.After(timeout):
+		return m, fmt.Errorf("%d of %d CRs converged within %v\n%s", conv.Converged(), n, timeout, tail(p.output()))
 	}
 	m.Converge = time.Since(t0)
 	m.ClusterCPU = clusterCPUSeconds(clusterPIDs) - clusterCPU0
@@ -235,14 +322,29 @@ func measureController(ctx context.Context, cfg Config, restCfg *rest.Config, cl
 	}
 	reqs := after.Requests().Minus(before.Requests())
 	m.Writes, m.Requests = reqs.Writes()/float64(n), reqs.Total()/float64(n)
+	const allocated = "go_memstats_alloc_bytes_total"
+	m.AllocKiB = (after.Sum(allocated, nil) - before.Sum(allocated, nil)) / 1024 / float64(n)
+	m.Reconciles = (after.Reconciles() - before.Reconciles()) / float64(n)
 	cpu1, _ := p.cpuSeconds()
 	m.CPUSeconds = cpu1 - cpu0
 	m.PeakRSSMiB, _ = p.peakRSSMiB()
 	m.Errors = p.errorsLogged()
-	// Only now: the profile may outlast convergence, and waiting for it
+	// Only now: the profiles may outlast convergence, and waiting for them
 	// must not count in the figures above.
-	if err := <-profiled; err != nil {
-		return m, err
+	for _, p := range profiled {
+		if err := <-p; err != nil {
+			return m, err
+		}
+	}
+	if converged != nil {
+		if err := converged(&m); err != nil {
+			return m, err
+		}
+		// Let the last change's reconcile finish (its status patch may
+		// follow the Deployment's): a resync must not pick up its work.
+		if _, err := waitIdle(p, 0, timeout); err != nil {
+			return m, err
+		}
 	}
 
 	// A full resync: a fresh process lists everything and reconciles every
@@ -256,22 +358,22 @@ func measureController(ctx context.Context, cfg Config, restCfg *rest.Config, cl
 		return m, err
 	}
 	defer func() { _ = p2.stop() }()
-	final, err := waitIdle(p2, n, cfg.Timeout)
+	final, err := waitIdle(p2, n, timeout)
 	if err != nil {
 		return m, err
 	}
 	m.ResyncTime = time.Since(resyncStart)
 	resync := final.Requests()
 	m.ResyncWrites, m.ResyncReqs = resync.Writes()/float64(n), resync.Total()/float64(n)
+
 	m.Errors += p2.errorsLogged()
 	return m, nil
 }
 
-// profileAPIServer starts a CPU profile of kube-apiserver (its
-// /debug/pprof, served to the cluster admin) for the expected convergence
-// time, when cfg.ProfileDir is set. The returned channel reports when the
-// profile is written.
-func profileAPIServer(ctx context.Context, cfg Config, restCfg *rest.Config, contender string, n int) <-chan error {
+// profileCPU takes a CPU profile with get for about the time the operator
+// takes to converge n CRs, when cfg.ProfileDir is set. The returned channel
+// reports when the profile is written.
+func profileCPU(ctx context.Context, cfg Config, n int, file string, get func(ctx context.Context, path string, seconds int) ([]byte, error)) <-chan error {
 	done := make(chan error, 1)
 	if cfg.ProfileDir == "" {
 		done <- nil
@@ -281,25 +383,59 @@ func profileAPIServer(ctx context.Context, cfg Config, restCfg *rest.Config, con
 	// little early still shows what dominates.
 	seconds := max(2, n/50)
 	go func() {
-		dc, err := discovery.NewDiscoveryClientForConfig(restCfg)
-		if err != nil {
-			done <- err
-			return
-		}
-		body, err := dc.RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", fmt.Sprint(seconds)).
-			Timeout(time.Duration(seconds+60) * time.Second).DoRaw(ctx)
-		if err != nil {
-			done <- fmt.Errorf("apiserver profile: %w", err)
-			return
-		}
-		path := filepath.Join(cfg.ProfileDir, fmt.Sprintf("%s-%d-apiserver.pprof", contender, n))
-		if err := os.MkdirAll(cfg.ProfileDir, 0o755); err != nil {
-			done <- err
-			return
-		}
-		done <- os.WriteFile(path, body, 0o644)
+		done <- saveProfile(cfg.ProfileDir, file, func() ([]byte, error) { return get(ctx, "profile", seconds) })
 	}()
 	return done
+}
+
+// saveProfile writes what get returns to dir/file.
+func saveProfile(dir, file string, get func() ([]byte, error)) error {
+	body, err := get()
+	if err != nil {
+		return fmt.Errorf("profile %s: %w", file, err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, file), body, 0o644)
+}
+
+// apiserverProfile reads kube-apiserver's /debug/pprof, served to the
+// cluster admin.
+func apiserverProfile(restCfg *rest.Config) func(ctx context.Context, path string, seconds int) ([]byte, error) {
+	return func(ctx context.Context, path string, seconds int) ([]byte, error) {
+		dc, err := discovery.NewDiscoveryClientForConfig(restCfg)
+		if err != nil {
+			return nil, err
+		}
+		return dc.RESTClient().Get().AbsPath("/debug/pprof/"+path).Param("seconds", fmt.Sprint(seconds)).
+			Timeout(time.Duration(seconds+60) * time.Second).DoRaw(ctx)
+	}
+}
+
+// httpProfile reads a manager's /debug/pprof (--pprof-bind-address).
+func httpProfile(base string) func(ctx context.Context, path string, seconds int) ([]byte, error) {
+	return func(ctx context.Context, path string, seconds int) ([]byte, error) {
+		url := base + "/" + path
+		if seconds > 0 {
+			url += fmt.Sprintf("?seconds=%d", seconds)
+		}
+		ctx, cancel := context.WithTimeout(ctx, time.Duration(seconds+60)*time.Second)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		defer func() { _ = resp.Body.Close() }()
+		if resp.StatusCode != http.StatusOK {
+			return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+		}
+		return io.ReadAll(resp.Body)
+	}
 }
 
 // waitIdle waits until a restarted controller has reconciled every CR and
@@ -322,49 +458,6 @@ func waitIdle(p *managerProcess, n int, timeout time.Duration) (load.Metrics, er
 		time.Sleep(100 * time.Millisecond)
 	}
 	return nil, fmt.Errorf("the restarted controller did not reconcile %d CRs within %v", n, timeout)
-}
-
-func measureFloor(restCfg *rest.Config, clusterPIDs []int, n int, t ownedTemplates) (Measurement, error) {
-	ctx := context.Background()
-	cpu0 := clusterCPUSeconds(clusterPIDs)
-	t0 := time.Now()
-	err := createConcurrently(restCfg, n, func(c client.Client, i int) error {
-		for _, o := range t.instantiate(i) {
-			if err := c.Create(ctx, o); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	converge := time.Since(t0)
-	return Measurement{Contender: Floor, N: n, Converge: converge, Writes: 3, Requests: 3,
-		ClusterCPU: clusterCPUSeconds(clusterPIDs) - cpu0}, err
-}
-
-// captureTemplates reads what the operator created for the first CR.
-func captureTemplates(restCfg *rest.Config) (*ownedTemplates, error) {
-	c, err := client.New(restCfg, client.Options{Scheme: cluster.Scheme})
-	if err != nil {
-		return nil, err
-	}
-	key := types.NamespacedName{Namespace: namespace, Name: "mc-00000"}
-	t := &ownedTemplates{deployment: &appsv1.Deployment{}, service: &corev1.Service{}, pdb: &policyv1.PodDisruptionBudget{}}
-	for _, o := range []client.Object{t.deployment, t.service, t.pdb} {
-		if err := c.Get(context.Background(), key, o); err != nil {
-			return nil, fmt.Errorf("read the operator's objects: %w", err)
-		}
-	}
-	t.deployment.Status = appsv1.DeploymentStatus{}
-	t.service.Spec.ClusterIPs, t.service.Spec.ClusterIP = nil, corev1.ClusterIPNone
-	t.service.Status = corev1.ServiceStatus{}
-	t.pdb.(*policyv1.PodDisruptionBudget).Status = policyv1.PodDisruptionBudgetStatus{}
-	// Verify the operator created one of each per CR.
-	for _, list := range []client.ObjectList{&appsv1.DeploymentList{}, &corev1.ServiceList{}, &policyv1.PodDisruptionBudgetList{}} {
-		if err := c.List(context.Background(), list, client.InNamespace(namespace)); err != nil {
-			return nil, err
-		}
-	}
-	return t, nil
 }
 
 func runKubectl(kubectl, kubeconfig string, args ...string) (string, error) {
@@ -422,13 +515,23 @@ func Medians(ms []Measurement) []Measurement {
 			slices.Sort(vals)
 			return vals[len(vals)/2]
 		}
+		dur := func(f func(Measurement) time.Duration) time.Duration {
+			return time.Duration(med(func(m Measurement) float64 { return float64(f(m)) }))
+		}
 		out = append(out, Measurement{
-			Contender: k.c, N: k.n, measuredByCPU: g[0].measuredByCPU,
+			Contender: k.c, N: k.n, Controller: g[0].Controller, Runs: len(g),
+			Date:         slices.MaxFunc(g, func(a, b Measurement) int { return strings.Compare(a.Date, b.Date) }).Date,
+			ScaleP50:     dur(func(m Measurement) time.Duration { return m.ScaleP50 }),
+			ScaleP99:     dur(func(m Measurement) time.Duration { return m.ScaleP99 }),
+			HealP50:      dur(func(m Measurement) time.Duration { return m.HealP50 }),
+			HealP99:      dur(func(m Measurement) time.Duration { return m.HealP99 }),
 			Converge:     time.Duration(med(func(m Measurement) float64 { return float64(m.Converge) })),
 			Writes:       med(func(m Measurement) float64 { return m.Writes }),
 			Requests:     med(func(m Measurement) float64 { return m.Requests }),
 			CPUSeconds:   med(func(m Measurement) float64 { return m.CPUSeconds }),
 			PeakRSSMiB:   med(func(m Measurement) float64 { return m.PeakRSSMiB }),
+			AllocKiB:     med(func(m Measurement) float64 { return m.AllocKiB }),
+			Reconciles:   med(func(m Measurement) float64 { return m.Reconciles }),
 			Errors:       int(med(func(m Measurement) float64 { return float64(m.Errors) })),
 			ClusterCPU:   med(func(m Measurement) float64 { return m.ClusterCPU }),
 			ResyncWrites: med(func(m Measurement) float64 { return m.ResyncWrites }),

@@ -29,15 +29,19 @@ func TestHarnessSmall(t *testing.T) {
 		SeedCommand: []string{os.Args[0]},
 		Progress:    testWriter{t},
 		Timeout:     2 * time.Minute,
+		Changes:     3,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	seen := map[string]bool{}
+	seen := map[string]*Measurement{}
 	for _, m := range ms {
-		seen[m.Contender] = true
+		seen[m.Contender] = &m
 		t.Logf("%+v", m)
 		if m.Contender == Operator {
+			if m.ScaleP50 <= 0 || m.HealP50 <= 0 {
+				t.Errorf("change latency not measured: scale p50 %v, heal p50 %v", m.ScaleP50, m.HealP50)
+			}
 			if m.ResyncWrites != 0 {
 				t.Errorf("a resync of converged CRs made %.2f writes per CR, want 0", m.ResyncWrites)
 			}
@@ -46,10 +50,19 @@ func TestHarnessSmall(t *testing.T) {
 			}
 		}
 	}
-	for _, c := range []string{Operator, Floor, Seed} {
-		if !seen[c] {
-			t.Errorf("no measurement for %s", c)
+	for _, c := range Contenders {
+		if seen[c] == nil {
+			t.Fatalf("no measurement for %s", c)
 		}
+	}
+	// The equal-work floor makes the operator's six writes per new CR
+	// (finalizer, three applies, status, event); the operator makes at least
+	// those, more when a write is retried.
+	if fe := seen[FloorEqual].Writes; fe != 6 {
+		t.Errorf("the equal-work floor made %.2f writes per CR, want 6", fe)
+	}
+	if op, fe := seen[Operator].Writes, seen[FloorEqual].Writes; op < fe {
+		t.Errorf("the operator made %.2f writes per CR, fewer than the equal-work floor's %.2f: the floor does more than the operator", op, fe)
 	}
 }
 

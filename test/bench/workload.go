@@ -3,9 +3,6 @@ package bench
 import (
 	"fmt"
 
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -27,35 +24,11 @@ func createConcurrently(cfg *rest.Config, n int, create func(c client.Client, i 
 
 // seedMemcached is the tutorial's CR with a benchmark name.
 func seedMemcached(i int) *unstructured.Unstructured {
-	return load.Memcached(namespace, fmt.Sprintf("mc-%05d", i), 3)
+	return load.Memcached(namespace, crName(i), 3)
 }
 
-// ownedTemplates are the objects our operator created for one Memcached,
-// reduced to what a client would send: the raw write floor creates exactly
-// these, renamed, for every CR.
-type ownedTemplates struct {
-	deployment *appsv1.Deployment
-	service    *corev1.Service
-	pdb        client.Object
-}
-
-func (t ownedTemplates) instantiate(i int) []client.Object {
-	name := fmt.Sprintf("mc-%05d", i)
-	var out []client.Object
-	for _, src := range []client.Object{t.deployment, t.service, t.pdb} {
-		o := src.DeepCopyObject().(client.Object)
-		o.SetName(name)
-		o.SetNamespace(namespace)
-		o.SetOwnerReferences(nil)
-		o.SetResourceVersion("")
-		o.SetUID("")
-		o.SetCreationTimestamp(metav1.Time{})
-		o.SetManagedFields(nil)
-		o.SetGeneration(0)
-		out = append(out, o)
-	}
-	return out
-}
+// crName is the name of the i-th CR of a run.
+func crName(i int) string { return fmt.Sprintf("mc-%05d", i) }
 
 // observedCurrent is our operator's convergence: it has reported on the
 // current generation (it writes status after applying every owned object).

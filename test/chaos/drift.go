@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -16,6 +15,8 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/example/memcached-operator/test/internal/load"
 )
 
 // DriftResult is scenario 3: random changes behind the operator's back on
@@ -168,10 +169,10 @@ func drift(sc Scale, manager string, progress func(string, ...any)) (r DriftResu
 	}
 	r.ReconcilesPerEvent = (after.Reconciles() - before.Reconciles()) / float64(r.Events)
 	r.WritesPerEvent = float64(m.Writes(start, time.Now())) / float64(r.Events)
-	r.P50, r.P99, r.Max = percentile(latencies, 50), percentile(latencies, 99), percentile(latencies, 100)
+	r.P50, r.P99, r.Max = load.Percentile(latencies, 50), load.Percentile(latencies, 99), load.Percentile(latencies, 100)
 	for _, k := range driftKinds {
 		if l := byKind[k.name]; len(l) > 0 {
-			r.ByKind = append(r.ByKind, DriftKindStats{Kind: k.name, Events: len(l), P50: percentile(l, 50), P99: percentile(l, 99)})
+			r.ByKind = append(r.ByKind, DriftKindStats{Kind: k.name, Events: len(l), P50: load.Percentile(l, 50), P99: load.Percentile(l, 99)})
 		}
 	}
 	r.Problems = append(r.Problems, r.Unhealed...)
@@ -180,17 +181,6 @@ func drift(sc Scale, manager string, progress func(string, ...any)) (r DriftResu
 	}
 	env.progress("drift: %d events healed, p50 %v p99 %v, %d not healed", len(latencies), r.P50, r.P99, len(r.Unhealed))
 	return r, nil
-}
-
-// percentile of durations (nearest rank); 0 for none.
-func percentile(d []time.Duration, p int) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	s := slices.Clone(d)
-	slices.Sort(s)
-	i := (len(s)*p + 99) / 100
-	return s[min(max(i-1, 0), len(s)-1)]
 }
 
 // waitHealed polls until every fingerprint of the Memcached's objects is

@@ -63,7 +63,7 @@ func medianOf[T any](runs []T, f func(T) time.Duration) time.Duration {
 	for _, r := range runs {
 		ds = append(ds, f(r))
 	}
-	return percentile(ds, 50)
+	return load.Percentile(ds, 50)
 }
 
 func secs(d time.Duration) string {

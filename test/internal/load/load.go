@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -282,4 +283,16 @@ func Versions() string {
 	}
 	return fmt.Sprintf("%s, kube-apiserver %s, etcd %s, controller-runtime v0.25.2",
 		runtime.Version(), version(bins["kube-apiserver"], "--version"), version(bins["etcd"], "--version"))
+}
+
+// Percentile of durations, by nearest rank (p=50 is the median, p=100 the
+// maximum); 0 for none.
+func Percentile(d []time.Duration, p int) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	i := (len(s)*p + 99) / 100
+	return s[min(max(i-1, 0), len(s)-1)]
 }

@@ -1,24 +1,33 @@
 // Command bench runs the repository's benchmarks and writes
-// docs/benchmarks.md: the operator against the raw write floor and the seed
-// tutorial's reconciler, kustomize builds of the overlays, and the
-// set-image-replicas function against kustomize's transformers.
+// docs/benchmarks.md: the operator against the equal-work and objects-only
+// write floors and the seed tutorial's reconciler, its change latency,
+// kustomize builds of the overlays, and the set-image-replicas function
+// against kustomize's transformers. The figures are kept in
+// docs/benchmarks.json; a run replaces those it measured again and keeps the
+// others with their dates.
 //
-//	make bench                       # N=100 and 1000, three runs each
+//	make bench                                          # N=100 and 1000, three runs each
+//	make bench BENCH_ARGS='-n 10000 -runs 1 -krm=false' # N=10,000, keeping the rest
 //	go run ./test/bench/cmd/bench -n 20 -runs 1 -krm=false -out ''
 package main
 
 import (
 	"bufio"
 	"context"
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/example/memcached-operator/test/bench"
+	"github.com/example/memcached-operator/test/internal/load"
 	"github.com/example/memcached-operator/test/internal/repo"
 )
 
@@ -40,10 +49,13 @@ func main() {
 func run() error {
 	sizes := flag.String("n", "100,1000", "comma-separated numbers of Memcached CRs")
 	runs := flag.Int("runs", 3, "runs per contender and size; the report shows medians")
-	out := flag.String("out", "docs/benchmarks.md", "where to write the Markdown report (empty: stdout only)")
+	out := flag.String("out", "docs/benchmarks.md", "where to write the Markdown report, with its figures beside it as .json (empty: stdout only)")
+	contenders := flag.String("contenders", strings.Join(bench.Contenders, ","), "comma-separated contenders to run (the floors repeat the operator's writes, so they need it)")
+	changes := flag.Int("changes", 50, "scale and hand changes timed on the converged operator, each (0: none)")
 	krm := flag.Bool("krm", true, "also run BenchmarkSetImageReplicas against kustomize's transformers")
 	krmSize := flag.Int("krm-resources", 10000, "resources in the set-image-replicas benchmark")
 	operatorArgs := flag.String("operator-args", "", "extra bin/manager flags, space-separated (to try settings; the report measures the defaults)")
+	manager := flag.String("manager", "", "operator binary to measure instead of bin/manager (to compare builds; -out '' keeps the report)")
 	profileDir := flag.String("profile-dir", "", "write a CPU profile of kube-apiserver during each controller's convergence into this directory (go tool pprof)")
 	flag.Parse()
 
@@ -60,38 +72,58 @@ func run() error {
 		return err
 	}
 
-	ms, err := bench.Run(context.Background(), bench.Config{Sizes: ns, Runs: *runs, SeedCommand: []string{self}, Progress: os.Stderr,
-		OperatorArgs: strings.Fields(*operatorArgs), ProfileDir: *profileDir})
+	root, err := repo.Root()
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(os.Stderr, "bench: kustomize build of the overlays ...")
-	extras := bench.Extras{KRMSize: *krmSize}
-	if extras.Kustomize, err = bench.KustomizeBuilds([]string{"overlays/dev", "overlays/staging", "overlays/prod"}, 9); err != nil {
-		return err
-	}
-	if *krm {
-		if extras.KRM, err = krmBenchmark(*krmSize); err != nil {
+	var results bench.Results
+	jsonPath := ""
+	if *out != "" {
+		jsonPath = filepath.Join(root, strings.TrimSuffix(*out, ".md")+".json")
+		if raw, err := os.ReadFile(jsonPath); err == nil {
+			if err := json.Unmarshal(raw, &results); err != nil {
+				return fmt.Errorf("%s: %w", jsonPath, err)
+			}
+		} else if !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
 	}
 
-	report := bench.Markdown(bench.Medians(ms), *runs, extras)
-	fmt.Print(report)
-	if *out != "" {
-		root, err := repo.Root()
-		if err != nil {
-			return err
-		}
-		path := filepath.Join(root, *out)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return err
-		}
-		if err := os.WriteFile(path, []byte(report), 0o644); err != nil {
-			return err
-		}
-		fmt.Fprintln(os.Stderr, "bench: wrote", *out)
+	ms, err := bench.Run(context.Background(), bench.Config{Sizes: ns, Runs: *runs, SeedCommand: []string{self}, Progress: os.Stderr,
+		OperatorArgs: strings.Fields(*operatorArgs), ProfileDir: *profileDir, Contenders: strings.Split(*contenders, ","), Changes: *changes, Manager: *manager})
+	if err != nil {
+		return err
 	}
+	fmt.Fprintln(os.Stderr, "bench: kustomize build of the overlays ...")
+	newer := bench.Results{Machine: load.Machine(), Versions: load.Versions(), Measurements: bench.Medians(ms)}
+	if newer.Kustomize, err = bench.KustomizeBuilds([]string{"overlays/dev", "overlays/staging", "overlays/prod"}, 9); err != nil {
+		return err
+	}
+	if *krm {
+		if newer.KRM, err = krmBenchmark(*krmSize); err != nil {
+			return err
+		}
+		newer.KRMSize, newer.KRMDate = *krmSize, time.Now().UTC().Format(time.DateOnly)
+	}
+	results.Merge(newer)
+
+	report := bench.Markdown(results)
+	fmt.Print(report)
+	if *out == "" {
+		return nil
+	}
+	raw, err := json.MarshalIndent(results, "", "  ")
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(root, *out)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	if err := errors.Join(os.WriteFile(path, []byte(report), 0o644), os.WriteFile(jsonPath, append(raw, '\n'), 0o644)); err != nil {
+		return err
+	}
+	fmt.Fprintln(os.Stderr, "bench: wrote", *out, "and", filepath.Base(jsonPath))
 	return nil
 }
 
