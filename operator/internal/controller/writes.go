@@ -3,6 +3,7 @@ package controller
 import (
 	"slices"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
@@ -27,10 +28,19 @@ import (
 // It also remembers the generation the last status write reported, for as
 // long as the cache may not show it: whether a write undoes someone else's
 // change (a drift heal) depends on whether the spec was already reconciled.
+//
+// An entry goes when a reconcile reads a cached copy at the last write, or
+// ownWriteTTL after that write: a Memcached written once and not reconciled
+// again (the usual case) would otherwise keep its entry for good.
 type ownWrites struct {
-	mu   sync.Mutex
-	last map[types.UID]ownWrite
+	mu    sync.Mutex
+	last  map[types.UID]ownWrite
+	now   func() time.Time
+	calls int
 }
+
+// ownWriteTTL is far longer than an informer takes to see a write.
+const ownWriteTTL = 2 * time.Minute
 
 type ownWrite struct {
 	rv string
@@ -44,11 +54,28 @@ type ownWrite struct {
 	// the request is sent: its watch event can arrive before the response,
 	// when the resourceVersion is not known yet.
 	status *cachev1alpha1.MemcachedStatus
+	at     time.Time // of the last write
 }
 
 const maxEarlierWrites = 4
 
-func newOwnWrites() *ownWrites { return &ownWrites{last: map[types.UID]ownWrite{}} }
+func newOwnWrites() *ownWrites { return &ownWrites{last: map[types.UID]ownWrite{}, now: time.Now} }
+
+// touched stamps e and, every so often, drops entries past ownWriteTTL.
+// Callers hold w.mu.
+func (w *ownWrites) touched(uid types.UID, e ownWrite) {
+	now := w.now()
+	e.at = now
+	w.last[uid] = e
+	if w.calls++; w.calls%256 != 0 {
+		return
+	}
+	for id, old := range w.last {
+		if now.Sub(old.at) > ownWriteTTL {
+			delete(w.last, id)
+		}
+	}
+}
 
 // record notes that the operator's write produced resourceVersion rv; a
 // status write also says which generation it reported (0 for other writes,
@@ -69,7 +96,7 @@ func (w *ownWrites) record(uid types.UID, rv string, reported int64) {
 			earlier = earlier[len(earlier)-maxEarlierWrites:]
 		}
 	}
-	w.last[uid] = ownWrite{rv: rv, earlier: earlier, reported: reported, status: prev.status}
+	w.touched(uid, ownWrite{rv: rv, earlier: earlier, reported: reported, status: prev.status})
 	w.mu.Unlock()
 }
 
@@ -84,7 +111,7 @@ func (w *ownWrites) writingStatus(uid types.UID, status *cachev1alpha1.Memcached
 	w.mu.Lock()
 	e := w.last[uid]
 	e.status = written
-	w.last[uid] = e
+	w.touched(uid, e)
 	w.mu.Unlock()
 }
 

@@ -1,7 +1,11 @@
 package controller
 
 import (
+	"fmt"
 	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -103,4 +107,22 @@ func TestOnlyOwnChanges(t *testing.T) {
 	withFinalizer := base.DeepCopy()
 	withFinalizer.Finalizers = []string{cachev1alpha1.Finalizer}
 	NewWithT(t).Expect(r.onlyOwnChanges(withFinalizer, base)).To(BeFalse())
+}
+
+// Entries of Memcacheds that are not reconciled again go after a while.
+func TestOwnWritesForgetsOldWrites(t *testing.T) {
+	g := NewWithT(t)
+	now := time.Unix(1000, 0)
+	w := newOwnWrites()
+	w.now = func() time.Time { return now }
+	for i := range 300 {
+		w.record(types.UID(fmt.Sprint(i)), "1", 1)
+	}
+	now = now.Add(ownWriteTTL + time.Second)
+	for i := range 300 {
+		w.record(types.UID(fmt.Sprint("new-", i)), "1", 1)
+	}
+	g.Expect(w.reported("0")).To(BeZero(), "an entry past its lifetime is gone")
+	g.Expect(w.reported("new-299")).To(Equal(int64(1)))
+	g.Expect(len(w.last)).To(BeNumerically("<=", 300))
 }

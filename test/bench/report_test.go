@@ -1,0 +1,40 @@
+package bench
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// A run of one size replaces that size's figures and keeps the others with
+// their dates; the targets are judged at the sizes they are set for.
+func TestResultsMergeAndTargets(t *testing.T) {
+	old := Results{Machine: "m", Measurements: []Measurement{
+		{Contender: Operator, N: 10000, Date: "2026-12-01", Runs: 1, Converge: 200 * time.Second, PeakRSSMiB: 280, Controller: true},
+		{Contender: Operator, N: 1000, Date: "2026-12-01", Runs: 3, Converge: 30 * time.Second, Controller: true},
+	}}
+	old.Merge(Results{Machine: "m2", Measurements: []Measurement{
+		{Contender: FloorEqual, N: 1000, Date: "2026-12-03", Runs: 3, Converge: 16 * time.Second, Writes: 6},
+		{Contender: Operator, N: 1000, Date: "2026-12-03", Runs: 3, Converge: 20 * time.Second, CPUSeconds: 1.5, PeakRSSMiB: 70,
+			Controller: true, ScaleP99: 40 * time.Millisecond, HealP99: 600 * time.Millisecond, ResyncWrites: 0},
+	}})
+	if len(old.Measurements) != 3 {
+		t.Fatalf("merged %d measurements, want 3: %+v", len(old.Measurements), old.Measurements)
+	}
+	md := Markdown(old)
+	for _, want := range []string{
+		"| 1000 | operator | 2026-12-03 | 3 | 20s | 1.25× |",
+		"| 10000 | operator | 2026-12-01 | 1 | 3m20s |",
+		"| N=1,000 converged in ≤ 1.25× the equal-work floor | 1.25× (20s vs 16s) | met |",
+		"| controller CPU ≤ 2.0 ms per CR (N=1,000) | 1.50 ms | met |",
+		"| peak RSS ≤ 64 MiB (N=1,000) | 70 MiB | **missed** |",
+		"| N=10,000 in ≤ 11× the N=1,000 time | 10.00× (3m20s) | met |",
+		"| change latency p99 ≤ 500 ms (N=1000) | scale 40ms, heal 600ms | **missed** |",
+		"| 0 writes on resync (N=10000) | 0.00/CR | met |",
+		"Machine: m2.",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
+	}
+}
