@@ -388,6 +388,10 @@ func profileCPU(ctx context.Context, cfg Config, n int, file string, get func(ct
 	return done
 }
 
+// maxAPIServerProfileSeconds keeps a profile of kube-apiserver within the
+// discovery client's 32 s timeout: a longer one fails.
+const maxAPIServerProfileSeconds = 30
+
 // saveProfile writes what get returns to dir/file.
 func saveProfile(dir, file string, get func() ([]byte, error)) error {
 	body, err := get()
@@ -404,6 +408,7 @@ func saveProfile(dir, file string, get func() ([]byte, error)) error {
 // cluster admin.
 func apiserverProfile(restCfg *rest.Config) func(ctx context.Context, path string, seconds int) ([]byte, error) {
 	return func(ctx context.Context, path string, seconds int) ([]byte, error) {
+		seconds = min(seconds, maxAPIServerProfileSeconds)
 		dc, err := discovery.NewDiscoveryClientForConfig(restCfg)
 		if err != nil {
 			return nil, err

@@ -1,9 +1,14 @@
 package bench
 
 import (
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/example/memcached-operator/test/internal/repo"
 )
 
 // A run of one size replaces that size's figures and keeps the others with
@@ -36,5 +41,29 @@ func TestResultsMergeAndTargets(t *testing.T) {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q:\n%s", want, md)
 		}
+	}
+}
+
+// docs/benchmarks.md is rendered from docs/benchmarks.json and nothing else.
+func TestBenchmarksDocIsCurrent(t *testing.T) {
+	root, err := repo.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(root, "docs", "benchmarks.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r Results
+	if err := json.Unmarshal(raw, &r); err != nil {
+		t.Fatalf("docs/benchmarks.json: %v", err)
+	}
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "benchmarks.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := Markdown(r); got != string(doc) {
+		t.Errorf("docs/benchmarks.md is not what docs/benchmarks.json renders to: edited by hand, or the report changed; " +
+			"run `go run ./test/bench/cmd/bench -render` (it measures nothing)")
 	}
 }

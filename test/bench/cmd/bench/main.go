@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -55,6 +56,7 @@ func run() error {
 	krm := flag.Bool("krm", true, "also run BenchmarkSetImageReplicas against kustomize's transformers")
 	krmSize := flag.Int("krm-resources", 10000, "resources in the set-image-replicas benchmark")
 	operatorArgs := flag.String("operator-args", "", "extra bin/manager flags, space-separated (to try settings; the report measures the defaults)")
+	renderOnly := flag.Bool("render", false, "only render the report from its .json (after a change to the report's layout)")
 	manager := flag.String("manager", "", "operator binary to measure instead of bin/manager (to compare builds; -out '' keeps the report)")
 	profileDir := flag.String("profile-dir", "", "write a CPU profile of kube-apiserver during each controller's convergence into this directory (go tool pprof)")
 	flag.Parse()
@@ -89,13 +91,23 @@ func run() error {
 		}
 	}
 
+	if *renderOnly {
+		if jsonPath == "" {
+			return errors.New("-render needs -out")
+		}
+		if results.Cores == 0 { // figures from before the field existed, measured here
+			results.Cores = runtime.NumCPU()
+		}
+		return write(root, *out, jsonPath, results)
+	}
+
 	ms, err := bench.Run(context.Background(), bench.Config{Sizes: ns, Runs: *runs, SeedCommand: []string{self}, Progress: os.Stderr,
 		OperatorArgs: strings.Fields(*operatorArgs), ProfileDir: *profileDir, Contenders: strings.Split(*contenders, ","), Changes: *changes, Manager: *manager})
 	if err != nil {
 		return err
 	}
 	fmt.Fprintln(os.Stderr, "bench: kustomize build of the overlays ...")
-	newer := bench.Results{Machine: load.Machine(), Versions: load.Versions(), Measurements: bench.Medians(ms)}
+	newer := bench.Results{Machine: load.Machine(), Versions: load.Versions(), Cores: runtime.NumCPU(), Measurements: bench.Medians(ms)}
 	if newer.Kustomize, err = bench.KustomizeBuilds([]string{"overlays/dev", "overlays/staging", "overlays/prod"}, 9); err != nil {
 		return err
 	}
@@ -107,23 +119,27 @@ func run() error {
 	}
 	results.Merge(newer)
 
-	report := bench.Markdown(results)
-	fmt.Print(report)
+	fmt.Print(bench.Markdown(results))
 	if *out == "" {
 		return nil
 	}
+	return write(root, *out, jsonPath, results)
+}
+
+// write saves the figures as JSON and the report rendered from them.
+func write(root, out, jsonPath string, results bench.Results) error {
 	raw, err := json.MarshalIndent(results, "", "  ")
 	if err != nil {
 		return err
 	}
-	path := filepath.Join(root, *out)
+	path := filepath.Join(root, out)
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	if err := errors.Join(os.WriteFile(path, []byte(report), 0o644), os.WriteFile(jsonPath, append(raw, '\n'), 0o644)); err != nil {
+	if err := errors.Join(os.WriteFile(path, []byte(bench.Markdown(results)), 0o644), os.WriteFile(jsonPath, append(raw, '\n'), 0o644)); err != nil {
 		return err
 	}
-	fmt.Fprintln(os.Stderr, "bench: wrote", *out, "and", filepath.Base(jsonPath))
+	fmt.Fprintln(os.Stderr, "bench: wrote", out, "and", filepath.Base(jsonPath))
 	return nil
 }
 
