@@ -47,10 +47,7 @@ func (r *MemcachedReconciler) applyIfChanged(ctx context.Context, desired runtim
 	var want, before map[string]any
 	if exists && !o.metadataOnly {
 		var err error
-		if want, err = runtime.DefaultUnstructuredConverter.ToUnstructured(desired); err != nil {
-			return false, err
-		}
-		if before, err = runtime.DefaultUnstructuredConverter.ToUnstructured(live); err != nil {
+		if want, before, err = asUnstructured(desired, live); err != nil {
 			return false, err
 		}
 		if subset(want, before) {
@@ -113,24 +110,24 @@ func differsOn(want, before, after any) bool {
 	return false
 }
 
-// isSubsetOf reports whether every field set in want has the same value in
-// have. Lists must have the same length and match element by element: owned
-// lists (containers, ports, owner references) are applied in full, so a length
-// difference is drift. Both sides go through the unstructured converter, so
-// numbers are int64 on both and quantities their canonical strings, without
-// rendering JSON text on every steady-state reconcile.
-func isSubsetOf(want, have any) (bool, error) {
-	w, err := runtime.DefaultUnstructuredConverter.ToUnstructured(want)
-	if err != nil {
-		return false, err
+// asUnstructured converts an apply configuration and a typed object for subset.
+// Both sides go through the unstructured converter, so numbers are int64 on
+// both and quantities their canonical strings, without rendering JSON text on
+// every steady-state reconcile.
+func asUnstructured(want, have any) (w, h map[string]any, err error) {
+	if w, err = runtime.DefaultUnstructuredConverter.ToUnstructured(want); err != nil {
+		return nil, nil, err
 	}
-	h, err := runtime.DefaultUnstructuredConverter.ToUnstructured(have)
-	if err != nil {
-		return false, err
+	if h, err = runtime.DefaultUnstructuredConverter.ToUnstructured(have); err != nil {
+		return nil, nil, err
 	}
-	return subset(w, h), nil
+	return w, h, nil
 }
 
+// subset reports whether every field set in want has the same value in
+// have. Lists must have the same length and match element by element: owned
+// lists (containers, ports, owner references) are applied in full, so a length
+// difference is drift.
 func subset(want, have any) bool {
 	switch w := want.(type) {
 	case map[string]any:

@@ -517,12 +517,17 @@ func (r *MemcachedReconciler) onlyOwnChanges(old, cur *cachev1alpha1.Memcached) 
 		!equality.Semantic.DeepEqual(old.OwnerReferences, cur.OwnerReferences) || !old.DeletionTimestamp.Equal(cur.DeletionTimestamp) {
 		return false
 	}
-	if !slices.Equal(old.Finalizers, cur.Finalizers) &&
-		!(controllerutil.ContainsFinalizer(cur, cachev1alpha1.Finalizer) && !controllerutil.ContainsFinalizer(old, cachev1alpha1.Finalizer) &&
-			slices.Equal(slices.DeleteFunc(slices.Clone(cur.Finalizers), func(f string) bool { return f == cachev1alpha1.Finalizer }), old.Finalizers)) {
+	if !slices.Equal(old.Finalizers, cur.Finalizers) && !onlyOurFinalizerAdded(old.Finalizers, cur.Finalizers) {
 		return false
 	}
 	return equality.Semantic.DeepEqual(old.Status, cur.Status) || r.tracker().wroteStatus(cur.UID, &cur.Status)
+}
+
+// onlyOurFinalizerAdded: cur is old with the operator's finalizer added.
+func onlyOurFinalizerAdded(old, cur []string) bool {
+	ours := func(f string) bool { return f == cachev1alpha1.Finalizer }
+	return !slices.ContainsFunc(old, ours) && slices.ContainsFunc(cur, ours) &&
+		slices.Equal(slices.DeleteFunc(slices.Clone(cur), ours), old)
 }
 
 // SetupWithManager registers the controller. Memcached events pass when the
