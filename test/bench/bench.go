@@ -316,7 +316,9 @@ func measureController(ctx context.Context, timeout time.Duration, restCfg *rest
 	m.Converge = time.Since(t0)
 	m.ClusterCPU = clusterCPUSeconds(clusterPIDs) - clusterCPU0
 
-	after, err := p.scrape()
+	// The work counts until the controller is idle: the last CR's event may
+	// still be on its way when its status shows it converged.
+	after, cpu1, err := waitIdle(p, n, timeout)
 	if err != nil {
 		return m, err
 	}
@@ -325,7 +327,6 @@ func measureController(ctx context.Context, timeout time.Duration, restCfg *rest
 	const allocated = "go_memstats_alloc_bytes_total"
 	m.AllocKiB = (after.Sum(allocated, nil) - before.Sum(allocated, nil)) / 1024 / float64(n)
 	m.Reconciles = (after.Reconciles() - before.Reconciles()) / float64(n)
-	cpu1, _ := p.cpuSeconds()
 	m.CPUSeconds = cpu1 - cpu0
 	m.PeakRSSMiB, _ = p.peakRSSMiB()
 	m.Errors = p.errorsLogged()
@@ -342,7 +343,7 @@ func measureController(ctx context.Context, timeout time.Duration, restCfg *rest
 		}
 		// Let the last change's reconcile finish (its status patch may
 		// follow the Deployment's): a resync must not pick up its work.
-		if _, err := waitIdle(p, 0, timeout); err != nil {
+		if _, _, err := waitIdle(p, 0, timeout); err != nil {
 			return m, err
 		}
 	}
@@ -358,7 +359,7 @@ func measureController(ctx context.Context, timeout time.Duration, restCfg *rest
 		return m, err
 	}
 	defer func() { _ = p2.stop() }()
-	final, err := waitIdle(p2, n, timeout)
+	final, _, err := waitIdle(p2, n, timeout)
 	if err != nil {
 		return m, err
 	}
@@ -443,26 +444,34 @@ func httpProfile(base string) func(ctx context.Context, path string, seconds int
 	}
 }
 
-// waitIdle waits until a restarted controller has reconciled every CR and
-// its queue has stayed empty for a second, and returns its metrics then.
-func waitIdle(p *managerProcess, n int, timeout time.Duration) (load.Metrics, error) {
+// waitIdle waits until a controller has reconciled at least n CRs since it
+// started, and then neither reconciled nor sent a request for a second with
+// an empty queue. The requests matter too: the event recorder sends its
+// events after the reconcile has returned. It returns the metrics and the
+// process's CPU seconds from the start of that quiet second, so that the
+// scrapes made while waiting count as little as they can.
+func waitIdle(p *managerProcess, n int, timeout time.Duration) (load.Metrics, float64, error) {
 	deadline := time.Now().Add(timeout)
-	var last float64 = -1
-	stableSince := time.Now()
+	var lastReconciles, lastRequests float64 = -1, -1
+	var quiet load.Metrics
+	var quietCPU float64
+	quietSince := time.Now()
 	for time.Now().Before(deadline) {
 		s, err := p.scrape()
-		if err == nil {
-			reconciles := s.Reconciles()
+		cpu, cpuErr := p.cpuSeconds()
+		if err == nil && cpuErr == nil {
+			reconciles, requests := s.Reconciles(), s.Requests().Total()
 			depth := s.Sum("workqueue_depth", map[string]string{"name": "memcached"})
-			if reconciles != last || depth > 0 {
-				last, stableSince = reconciles, time.Now()
-			} else if reconciles >= float64(n) && time.Since(stableSince) > time.Second {
-				return s, nil
+			if reconciles != lastReconciles || requests != lastRequests || depth > 0 {
+				lastReconciles, lastRequests, quietSince = reconciles, requests, time.Now()
+				quiet, quietCPU = s, cpu
+			} else if reconciles >= float64(n) && time.Since(quietSince) > time.Second {
+				return quiet, quietCPU, nil
 			}
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return nil, fmt.Errorf("the restarted controller did not reconcile %d CRs within %v", n, timeout)
+	return nil, 0, fmt.Errorf("the controller did not reconcile %d CRs and go idle within %v", n, timeout)
 }
 
 func runKubectl(kubectl, kubeconfig string, args ...string) (string, error) {
