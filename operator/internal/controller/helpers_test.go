@@ -10,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -157,7 +158,9 @@ func eventReasons(g Gomega, mc *cachev1alpha1.Memcached) []string {
 
 // createUnmanaged creates mc in the namespace the manager does not watch,
 // for a test that runs a reconciler of its own, and deletes it afterwards
-// (its finalizer dropped: no reconciler is there to release it).
+// (its finalizer dropped: no reconciler is there to release it) with its
+// owned objects (envtest runs no garbage collector), so that the test can
+// run again (-count).
 func createUnmanaged(t *testing.T, mc *cachev1alpha1.Memcached) {
 	t.Helper()
 	NewWithT(t).Expect(k8sClient.Create(testCtx, mc)).To(Succeed())
@@ -167,6 +170,10 @@ func createUnmanaged(t *testing.T, mc *cachev1alpha1.Memcached) {
 			cur.Finalizers = nil
 			_ = k8sClient.Update(testCtx, cur)
 			_ = k8sClient.Delete(testCtx, cur)
+		}
+		meta := metav1.ObjectMeta{Namespace: mc.Namespace, Name: mc.Name}
+		for _, obj := range []client.Object{&appsv1.Deployment{ObjectMeta: meta}, &corev1.Service{ObjectMeta: meta}, &policyv1.PodDisruptionBudget{ObjectMeta: meta}} {
+			_ = k8sClient.Delete(testCtx, obj)
 		}
 	})
 }

@@ -44,18 +44,21 @@ func DeleteAllMemcacheds(ctx context.Context, c client.Client, namespaces []stri
 		}
 		log.Info("deleting Memcacheds", "namespace", ns, "count", len(list.Items))
 	}
+	// left is what the last complete listing found: a listing cut short by
+	// the end of ctx must not report that nothing is left.
 	var left []string
 	err := wait.PollUntilContextCancel(ctx, interval, true, func(ctx context.Context) (bool, error) {
-		left = left[:0]
+		var found []string
 		for _, ns := range namespaces {
 			list := &cachev1alpha1.MemcachedList{}
 			if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
 				return false, err
 			}
 			for _, mc := range list.Items {
-				left = append(left, mc.Namespace+"/"+mc.Name)
+				found = append(found, mc.Namespace+"/"+mc.Name)
 			}
 		}
+		left = found
 		if len(left) > 0 {
 			log.Info("waiting for Memcacheds to be deleted by the operator", "left", len(left), "elapsed", time.Since(start).Round(time.Second).String())
 		}

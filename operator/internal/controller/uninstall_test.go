@@ -45,7 +45,9 @@ func TestDeleteAllMemcachedsNamesWhatIsLeft(t *testing.T) {
 		update(t, mc, func(m *cachev1alpha1.Memcached) { m.Finalizers = nil })
 	})
 
-	ctx, cancel := context.WithTimeout(testCtx, 500*time.Millisecond)
+	// Long enough for the list and delete on a busy machine (the whole
+	// module's tests run at once).
+	ctx, cancel := context.WithTimeout(testCtx, 2*time.Second)
 	defer cancel()
 	err := DeleteAllMemcacheds(ctx, k8sClient, []string{ns}, 50*time.Millisecond, testr.New(t))
 	g.Expect(err).To(HaveOccurred())
