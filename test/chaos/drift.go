@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -66,6 +67,12 @@ var driftKinds = []driftKind{
 	})},
 	{"change Deployment args", editDeployment(func(d *appsv1.Deployment, _ *rand.Rand) {
 		d.Spec.Template.Spec.Containers[0].Args = []string{"-m", "1"}
+	})},
+	{"change Deployment memory limit", editDeployment(func(d *appsv1.Deployment, _ *rand.Rand) {
+		if d.Spec.Template.Spec.Containers[0].Resources.Limits == nil {
+			d.Spec.Template.Spec.Containers[0].Resources.Limits = corev1.ResourceList{}
+		}
+		d.Spec.Template.Spec.Containers[0].Resources.Limits[corev1.ResourceMemory] = resource.MustParse("3Gi")
 	})},
 	{"change Deployment labels", editOwned(&appsv1.Deployment{}, tamperLabel)},
 	{"change Service labels", editOwned(&corev1.Service{}, tamperLabel)},
@@ -246,7 +253,7 @@ func fingerprints(ctx context.Context, c client.Client, key types.NamespacedName
 			l[labelName], l[labelInstance], l[labelManagedBy], obj.GetAnnotations()[desiredHashAnnotation])
 		if d, ok := obj.(*appsv1.Deployment); ok {
 			ctr := d.Spec.Template.Spec.Containers[0]
-			fp += fmt.Sprintf(" replicas=%d image=%s args=%q", ptr.Deref(d.Spec.Replicas, 1), ctr.Image, ctr.Args)
+			fp += fmt.Sprintf(" replicas=%d image=%s args=%q memory=%s", ptr.Deref(d.Spec.Replicas, 1), ctr.Image, ctr.Args, ctr.Resources.Limits.Memory())
 		}
 		out[kind] = fp
 	}

@@ -4,13 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
 
+	appsv1 "k8s.io/api/apps/v1"
+
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/example/memcached-operator/operator/internal/resources"
 )
 
 // FieldOwner is the server-side apply field manager of everything the
@@ -42,15 +48,40 @@ const FieldOwner = "memcached-operator"
 // An object read as metadata only (missing from the cache, found in the
 // apiserver) is applied without comparing, and changed if its
 // resourceVersion moved.
+//
+// A Deployment comes from the cache without its pod template. When the
+// template's fingerprint is the one verified for the same desired object, or
+// when the desired object changed (the apply is due anyway), the rest of the
+// Deployment is compared; otherwise the Deployment is read from the apiserver
+// and compared whole.
 func (r *MemcachedReconciler) applyIfChanged(ctx context.Context, desired runtime.ApplyConfiguration, o *ownedObject) (bool, error) {
 	live, exists := o.live, o.exists
 	var want, before map[string]any
 	if exists && !o.metadataOnly {
 		var err error
-		if want, before, err = asUnstructured(desired, live); err != nil {
+		if want, err = runtime.DefaultUnstructuredConverter.ToUnstructured(desired); err != nil {
+			return false, err
+		}
+		// apiVersion and kind address the object rather than describe it,
+		// and a typed object read from the apiserver has them empty.
+		delete(want, "apiVersion")
+		delete(want, "kind")
+		if fingerprint, templateless := cachedWithoutTemplate(live); templateless {
+			key, hash := client.ObjectKeyFromObject(live), desiredHash(want)
+			if r.templates().holds(key, live.GetUID(), fingerprint, hash) || live.GetAnnotations()[resources.DesiredHashAnnotation] != hash {
+				// The template is as verified, or the desired object
+				// changed and is applied whatever the template holds:
+				// compare the rest.
+				want = withoutPodTemplate(want)
+			} else if err := r.APIReader.Get(ctx, key, withoutFingerprint(live)); err != nil {
+				return false, fmt.Errorf("read %s %s: %w", o.kind, key.Name, err)
+			}
+		}
+		if before, err = runtime.DefaultUnstructuredConverter.ToUnstructured(live); err != nil {
 			return false, err
 		}
 		if subset(want, before) {
+			r.verifiedTemplate(live)
 			return false, nil
 		}
 	}
@@ -66,9 +97,10 @@ func (r *MemcachedReconciler) applyIfChanged(ctx context.Context, desired runtim
 	live.SetNamespace(ptr.Deref(named.GetNamespace(), ""))
 	live.SetName(*named.GetName())
 	readAt := live.GetResourceVersion()
-	if err := r.Patch(ctx, live, client.RawPatch(types.ApplyPatchType, body), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+	if err := r.Patch(ctx, withoutFingerprint(live), client.RawPatch(types.ApplyPatchType, body), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return false, err
 	}
+	r.verifiedTemplate(live)
 	switch {
 	case !exists:
 		return true, nil
@@ -81,6 +113,58 @@ func (r *MemcachedReconciler) applyIfChanged(ctx context.Context, desired runtim
 		return false, err
 	}
 	return differsOn(want, before, after), nil
+}
+
+// verifiedTemplate records the pod template of live, a Deployment read in
+// full that holds everything desired sets (an apply's answer, or a copy that
+// passed the comparison), as verified against the desired hash it carries.
+// Other kinds, and a Deployment whose template the cache dropped (only the
+// rest of it was compared), are left alone.
+func (r *MemcachedReconciler) verifiedTemplate(live client.Object) {
+	d, ok := live.(*appsv1.Deployment)
+	if _, templateless := cachedWithoutTemplate(live); !ok || templateless {
+		return
+	}
+	fingerprint, err := templateFingerprint(&d.Spec.Template)
+	if err != nil {
+		// Unreachable for a decoded object; without a record the next
+		// reconcile compares in full, which is only slower.
+		return
+	}
+	r.templates().verified(client.ObjectKeyFromObject(d), d.UID, fingerprint, d.Annotations[resources.DesiredHashAnnotation])
+}
+
+// withoutFingerprint removes the cache's template fingerprint from obj (a
+// copy) before a full copy is decoded into it: a JSON decoder merges maps,
+// and a full Deployment that kept the fingerprint would pass for a cached
+// one.
+func withoutFingerprint(obj client.Object) client.Object {
+	if _, templateless := cachedWithoutTemplate(obj); templateless {
+		annotations := obj.GetAnnotations()
+		delete(annotations, cachedTemplateAnnotation)
+		obj.SetAnnotations(annotations)
+	}
+	return obj
+}
+
+// desiredHash is the desired-hash annotation of an unstructured desired
+// object.
+func desiredHash(want map[string]any) string {
+	h, _, _ := unstructured.NestedString(want, "metadata", "annotations", resources.DesiredHashAnnotation)
+	return h
+}
+
+// withoutPodTemplate returns want without spec.template, copying only the
+// maps on the way to it.
+func withoutPodTemplate(want map[string]any) map[string]any {
+	spec, ok := want["spec"].(map[string]any)
+	if !ok {
+		return want
+	}
+	out := maps.Clone(want)
+	out["spec"] = maps.Clone(spec)
+	delete(out["spec"].(map[string]any), "template")
+	return out
 }
 
 // namedApplyConfiguration is what client-go's generated apply
@@ -108,20 +192,6 @@ func differsOn(want, before, after any) bool {
 		}
 	}
 	return false
-}
-
-// asUnstructured converts an apply configuration and a typed object for subset.
-// Both sides go through the unstructured converter, so numbers are int64 on
-// both and quantities their canonical strings, without rendering JSON text on
-// every steady-state reconcile.
-func asUnstructured(want, have any) (w, h map[string]any, err error) {
-	if w, err = runtime.DefaultUnstructuredConverter.ToUnstructured(want); err != nil {
-		return nil, nil, err
-	}
-	if h, err = runtime.DefaultUnstructuredConverter.ToUnstructured(have); err != nil {
-		return nil, nil, err
-	}
-	return w, h, nil
 }
 
 // subset reports whether every field set in want has the same value in

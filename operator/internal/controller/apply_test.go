@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
 	cachev1alpha1 "github.com/example/memcached-operator/operator/api/v1alpha1"
@@ -57,7 +58,9 @@ func TestSubsetOfTypedAndApplyConfiguration(t *testing.T) {
 	live.Spec.Template.Spec.Containers[0].TerminationMessagePath = "/dev/termination-log"
 	live.Spec.ProgressDeadlineSeconds = ptr.To[int32](600)
 	same := func() bool {
-		w, h, err := asUnstructured(desired, live)
+		w, err := runtime.DefaultUnstructuredConverter.ToUnstructured(desired)
+		g.Expect(err).NotTo(HaveOccurred())
+		h, err := runtime.DefaultUnstructuredConverter.ToUnstructured(live)
 		g.Expect(err).NotTo(HaveOccurred())
 		return subset(w, h)
 	}

@@ -73,7 +73,9 @@ type MemcachedReconciler struct {
 	// parallel. Zero means one.
 	MaxConcurrentReconciles int
 
-	writes *ownWrites
+	writes        *ownWrites
+	templatesOnce sync.Once
+	verified      *verifiedTemplates
 }
 
 // The RBAC below is all the operator gets. It never reads Secrets or Pods:
@@ -94,6 +96,9 @@ type MemcachedReconciler struct {
 func (r *MemcachedReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
 	mc := &cachev1alpha1.Memcached{}
 	if err := r.Get(ctx, req.NamespacedName, mc); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.templates().forget(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	r.tracker().caughtUp(mc.UID, mc.ResourceVersion)
@@ -127,6 +132,11 @@ func (r *MemcachedReconciler) tracker() *ownWrites {
 		r.writes = newOwnWrites()
 	}
 	return r.writes
+}
+
+func (r *MemcachedReconciler) templates() *verifiedTemplates {
+	r.templatesOnce.Do(func() { r.verified = newVerifiedTemplates() })
+	return r.verified
 }
 
 // ownedObject is one object a Memcached owns, as read before the apply.

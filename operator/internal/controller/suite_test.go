@@ -174,39 +174,50 @@ func zapLevel() zapcore.Level {
 	return zapcore.ErrorLevel
 }
 
-// requestCounter records every mutating request the manager sends.
+// requestCounter records every request the manager sends, but watches.
 type requestCounter struct {
-	mu     sync.Mutex
-	writes []string
+	mu       sync.Mutex
+	requests []string
 }
 
 func (c *requestCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-		switch req.Method {
-		case http.MethodGet, http.MethodHead, http.MethodOptions:
-		default:
+		if req.URL.Query().Get("watch") != "true" {
 			c.mu.Lock()
-			c.writes = append(c.writes, req.Method+" "+req.URL.Path)
+			c.requests = append(c.requests, req.Method+" "+req.URL.Path)
 			c.mu.Unlock()
 		}
 		return rt.RoundTrip(req)
 	})
 }
 
-// writesSince returns the writes recorded after mark whose path contains
-// every filter string.
+// writesSince returns the mutating requests recorded after mark whose path
+// contains every filter string.
 func (c *requestCounter) writesSince(mark int, filters ...string) []string {
+	return c.since(mark, false, filters)
+}
+
+// readsSince returns the GET requests recorded after mark whose path
+// contains every filter string.
+func (c *requestCounter) readsSince(mark int, filters ...string) []string {
+	return c.since(mark, true, filters)
+}
+
+func (c *requestCounter) since(mark int, reads bool, filters []string) []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []string
 next:
-	for _, w := range c.writes[mark:] {
+	for _, r := range c.requests[mark:] {
+		if strings.HasPrefix(r, http.MethodGet+" ") != reads {
+			continue
+		}
 		for _, f := range filters {
-			if !strings.Contains(w, f) {
+			if !strings.Contains(r, f) {
 				continue next
 			}
 		}
-		out = append(out, w)
+		out = append(out, r)
 	}
 	return out
 }
@@ -214,7 +225,7 @@ next:
 func (c *requestCounter) mark() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.writes)
+	return len(c.requests)
 }
 
 type roundTripperFunc func(*http.Request) (*http.Response, error)

@@ -16,7 +16,7 @@ import (
 )
 
 // A reconcile that finds everything in place sends no write to the
-// apiserver: no apply, no status patch, no event.
+// apiserver: no apply, no status patch, no event, and reads nothing from it.
 func TestNoOpReconcileMakesNoWrites(t *testing.T) {
 	g := NewWithT(t)
 	ns := newNamespace(t)
@@ -39,6 +39,21 @@ func TestNoOpReconcileMakesNoWrites(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 	}
 	g.Expect(managerRequests.writesSince(mark)).To(BeEmpty())
+	// Nor does it read the Deployment from the apiserver: the cache holds it
+	// without its pod template, and the template's fingerprint, computed from
+	// the watch event, is the one of the apply's answer.
+	g.Expect(managerRequests.readsSince(mark, "/deployments/")).To(BeEmpty())
+
+	// A restarted manager remembers no template: it reads the Deployment
+	// once, and writes nothing either.
+	restarted := &MemcachedReconciler{Client: reconciler.Client, APIReader: reconciler.APIReader, Recorder: reconciler.Recorder, Defaults: testDefaults}
+	mark = managerRequests.mark()
+	for range 2 {
+		_, err := restarted.Reconcile(testCtx, ctrl.Request{NamespacedName: key(mc)})
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	g.Expect(managerRequests.writesSince(mark)).To(BeEmpty())
+	g.Expect(managerRequests.readsSince(mark, "/deployments/")).To(HaveLen(1))
 
 	// A watch-triggered reconcile (an annotation change passes the
 	// predicates) writes nothing either.

@@ -1,0 +1,210 @@
+package controller
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1alpha1 "github.com/example/memcached-operator/operator/api/v1alpha1"
+	"github.com/example/memcached-operator/operator/internal/metrics"
+)
+
+func deploymentWithTemplate(image string, labels map[string]string) *appsv1.Deployment {
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "m", Namespace: "ns", Annotations: map[string]string{"a": "b"},
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "memcached-operator"}},
+		},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](3),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "memcached", Image: image}}},
+			},
+		},
+	}
+}
+
+func TestDropPodTemplate(t *testing.T) {
+	g := NewWithT(t)
+	transform := func(d *appsv1.Deployment) *appsv1.Deployment {
+		t.Helper()
+		out, err := dropPodTemplate(d)
+		g.Expect(err).NotTo(HaveOccurred())
+		return out.(*appsv1.Deployment)
+	}
+	labels := map[string]string{"app": "memcached", "instance": "m", "tier": "cache"}
+	d := transform(deploymentWithTemplate("memcached:1", labels))
+	g.Expect(d.Spec.Template).To(Equal(corev1.PodTemplateSpec{}), "the template is dropped")
+	g.Expect(d.ManagedFields).To(BeNil(), "managedFields are stripped too")
+	g.Expect(*d.Spec.Replicas).To(Equal(int32(3)), "the rest of the spec stays")
+	g.Expect(d.Annotations).To(HaveKeyWithValue("a", "b"))
+	fingerprint, ok := cachedWithoutTemplate(d)
+	g.Expect(ok).To(BeTrue())
+
+	want, err := templateFingerprint(&deploymentWithTemplate("memcached:1", labels).Spec.Template)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(fingerprint).To(Equal(want), "the fingerprint is the one of the template as read")
+
+	// The same template built in another order has the same fingerprint
+	// (map keys are sorted); another image has another.
+	reordered := map[string]string{"tier": "cache", "instance": "m", "app": "memcached"}
+	same, _ := cachedWithoutTemplate(transform(deploymentWithTemplate("memcached:1", reordered)))
+	g.Expect(same).To(Equal(fingerprint))
+	other, _ := cachedWithoutTemplate(transform(deploymentWithTemplate("memcached:2", labels)))
+	g.Expect(other).NotTo(Equal(fingerprint))
+
+	// A second pass keeps the fingerprint of the real template.
+	again, _ := cachedWithoutTemplate(transform(d))
+	g.Expect(again).To(Equal(fingerprint))
+
+	// Other kinds pass through.
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "m"}}
+	out, err := dropPodTemplate(svc)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(out).To(BeIdenticalTo(svc))
+	_, ok = cachedWithoutTemplate(svc)
+	g.Expect(ok).To(BeFalse())
+}
+
+func TestVerifiedTemplates(t *testing.T) {
+	g := NewWithT(t)
+	v := newVerifiedTemplates()
+	key := types.NamespacedName{Namespace: "ns", Name: "m"}
+	g.Expect(v.holds(key, "uid-1", "f1", "h1")).To(BeFalse(), "nothing is verified at start")
+	v.verified(key, "uid-1", "f1", "h1")
+	g.Expect(v.holds(key, "uid-1", "f1", "h1")).To(BeTrue())
+	g.Expect(v.holds(key, "uid-1", "f2", "h1")).To(BeFalse(), "the template changed")
+	g.Expect(v.holds(key, "uid-1", "f1", "h2")).To(BeFalse(), "the desired object changed")
+	g.Expect(v.holds(key, "uid-2", "f1", "h1")).To(BeFalse(), "another Deployment of the same name")
+	v.forget(key)
+	g.Expect(v.holds(key, "uid-1", "f1", "h1")).To(BeFalse())
+	g.Expect(v.len()).To(Equal(0))
+}
+
+// templatelessReads serves Deployments as the manager's cache does, through
+// the cache's own transform, but fresh from the apiserver. It counts the
+// Deployment applies.
+type templatelessReads struct {
+	client.Client
+	applies *atomic.Int64
+}
+
+func (c templatelessReads) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	if _, ok := obj.(*appsv1.Deployment); ok {
+		c.applies.Add(1)
+	}
+	return c.Client.Patch(ctx, obj, patch, opts...)
+}
+
+func (c templatelessReads) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if err := c.Client.Get(ctx, key, obj, opts...); err != nil {
+		return err
+	}
+	if d, ok := obj.(*appsv1.Deployment); ok {
+		if _, err := dropPodTemplate(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deploymentReads counts the Deployments read from the apiserver.
+type deploymentReads struct {
+	client.Reader
+	n atomic.Int64
+}
+
+func (r *deploymentReads) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*appsv1.Deployment); ok {
+		r.n.Add(1)
+	}
+	return r.Reader.Get(ctx, key, obj, opts...)
+}
+
+// The cache holds Deployments without their pod templates. A reconcile reads
+// the template from the apiserver only when its fingerprint is not the one
+// the operator last verified: after a restart, and after someone changed it.
+// A changed template is healed; a template that still holds everything the
+// operator applies (a rollout restart's annotation) is left alone.
+func TestPodTemplateIsReadOnlyWhenItChanged(t *testing.T) {
+	g := NewWithT(t)
+	mc := newMemcached(unmanagedNamespace, "templates", 2)
+	createUnmanaged(t, mc)
+	var applies atomic.Int64
+	newReconciler := func() (*MemcachedReconciler, *deploymentReads) {
+		// The manager's own reader: protobuf, as in production.
+		reads := &deploymentReads{Reader: reconciler.APIReader}
+		return &MemcachedReconciler{Client: templatelessReads{Client: k8sClient, applies: &applies}, APIReader: reads, Defaults: testDefaults}, reads
+	}
+	updates := func() float64 {
+		return testutil.ToFloat64(metrics.OwnedWrites.WithLabelValues("Deployment", metrics.WriteUpdated))
+	}
+	// reconcile runs r once and returns the Deployments it read from the
+	// apiserver and whether it applied the Deployment.
+	reconcile := func(r *MemcachedReconciler, reads *deploymentReads) (int64, bool) {
+		t.Helper()
+		before, applied := reads.n.Load(), applies.Load()
+		_, err := r.Reconcile(testCtx, ctrl.Request{NamespacedName: key(mc)})
+		g.Expect(err).NotTo(HaveOccurred())
+		return reads.n.Load() - before, applies.Load() != applied
+	}
+
+	first, _ := newReconciler()
+	_, err := first.Reconcile(testCtx, ctrl.Request{NamespacedName: key(mc)})
+	g.Expect(err).NotTo(HaveOccurred())
+	created := fetch(g, deploymentOf(mc))
+	g.Expect(created.Spec.Template.Spec.Containers).NotTo(BeEmpty())
+
+	r, reads := newReconciler() // a restarted manager: nothing verified
+	n, written := reconcile(r, reads)
+	g.Expect(n).To(Equal(int64(1)), "after a restart the template is read once")
+	g.Expect(written).To(BeFalse(), "and found as it should be: no apply")
+	n, _ = reconcile(r, reads)
+	g.Expect(n).To(BeZero(), "then its fingerprint is enough")
+
+	updated := updates()
+	update(t, deploymentOf(mc), func(d *appsv1.Deployment) { d.Spec.Template.Spec.Containers[0].Image = "memcached:evil" })
+	n, written = reconcile(r, reads)
+	g.Expect(n).To(Equal(int64(1)), "a changed template is read")
+	g.Expect(written).To(BeTrue())
+	g.Expect(fetch(g, deploymentOf(mc)).Spec.Template.Spec.Containers[0].Image).To(Equal(testDefaults.MemcachedImage), "healed")
+	g.Expect(updates()).To(Equal(updated + 1))
+	n, _ = reconcile(r, reads)
+	g.Expect(n).To(BeZero(), "the heal's answer is verified")
+
+	update(t, deploymentOf(mc), func(d *appsv1.Deployment) {
+		d.Spec.Template.Annotations["kubectl.kubernetes.io/restartedAt"] = "2026-12-03T15:00:00Z"
+	})
+	n, written = reconcile(r, reads)
+	g.Expect(n).To(Equal(int64(1)))
+	g.Expect(written).To(BeFalse(), "a rollout restart is not drift")
+	n, _ = reconcile(r, reads)
+	g.Expect(n).To(BeZero())
+
+	update(t, mc, func(m *cachev1alpha1.Memcached) { m.Spec.Size = ptr.To[int32](4) })
+	n, written = reconcile(r, reads)
+	g.Expect(n).To(BeZero(), "a new spec is applied without reading the template")
+	g.Expect(written).To(BeTrue())
+	g.Expect(*fetch(g, deploymentOf(mc)).Spec.Replicas).To(Equal(int32(4)))
+	n, written = reconcile(r, reads)
+	g.Expect(n).To(BeZero())
+	g.Expect(written).To(BeFalse())
+
+	g.Expect(k8sClient.Delete(testCtx, fetch(g, mc))).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		_, err := r.Reconcile(testCtx, ctrl.Request{NamespacedName: key(mc)})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(r.templates().len()).To(BeZero(), "a deleted Memcached's record goes")
+	}, timeout, interval).Should(Succeed())
+}
