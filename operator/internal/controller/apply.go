@@ -10,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -73,7 +74,7 @@ func (r *MemcachedReconciler) applyIfChanged(ctx context.Context, desired runtim
 				// changed and is applied whatever the template holds:
 				// compare the rest.
 				want = withoutPodTemplate(want)
-			} else if err := r.APIReader.Get(ctx, key, withoutFingerprint(live)); err != nil {
+			} else if err := r.APIReader.Get(ctx, key, withoutFingerprint(live), notOlderThan(live)); err != nil {
 				return false, fmt.Errorf("read %s %s: %w", o.kind, key.Name, err)
 			}
 		}
@@ -145,6 +146,16 @@ func withoutFingerprint(obj client.Object) client.Object {
 		obj.SetAnnotations(annotations)
 	}
 	return obj
+}
+
+// notOlderThan asks for obj as the apiserver holds it at obj's
+// resourceVersion or later. The apiserver may answer such a read from its
+// watch cache instead of a quorum read from etcd, which matters after a
+// restart, when every Deployment is read once. A copy at least as new as the
+// cached one is all the comparison needs: a later change comes with its own
+// watch event.
+func notOlderThan(obj client.Object) *client.GetOptions {
+	return &client.GetOptions{Raw: &metav1.GetOptions{ResourceVersion: obj.GetResourceVersion()}}
 }
 
 // desiredHash is the desired-hash annotation of an unstructured desired
