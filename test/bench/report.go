@@ -122,7 +122,7 @@ func Markdown(r Results) string {
 	w("- **seed**: the seed tutorial's reconciler (Get → Create Deployment + `Requeue` → Update replicas; one worker, the tutorial's manager defaults).\n\n")
 	w("*Converged*: for the floors, every write returned; for the seed, every Deployment exists with 3 replicas; for the operator, every CR's\n")
 	w("`status.observedGeneration` equals its generation, which it writes after applying all three objects. Requests are counted inside the\n")
-	w("controller process (client-go's `rest_client_requests_total`) until it is idle, so the last CR's event counts too. *Resync*: the controller is restarted on the converged set and\n")
+	w("controller process (client-go's `rest_client_requests_total`) until it is idle, so the last CR's event counts too; *peak RSS* is the controller's high-water mark (VmHWM) when it converged. *Resync*: the controller is restarted on the converged set and\n")
 	w("runs until it has reconciled every CR and its queue stayed empty for a second; its time runs from the restart. For the floors, the\n")
 	w("CPU column is the harness's own CPU for the same requests (a client without a controller). Figures are medians of the runs shown.\n\n")
 

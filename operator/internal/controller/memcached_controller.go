@@ -4,7 +4,10 @@
 // package resources for the desired objects, server-side applies the ones that
 // differ, deletes the ones no longer wanted, and patches status once at the
 // end. It never writes when nothing changed: unchanged objects are not
-// applied and an unchanged status is not patched.
+// applied and an unchanged status is not patched. The cache holds
+// Deployments without their pod templates (cache.go); a template is read from
+// the apiserver only when its fingerprint is not one the operator verified
+// (templates.go, apply.go).
 package controller
 
 import (
