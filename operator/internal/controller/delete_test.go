@@ -8,6 +8,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1alpha1 "github.com/example/memcached-operator/operator/api/v1alpha1"
@@ -78,4 +79,37 @@ func TestOrphanDeleteKeepsOwnedObjects(t *testing.T) {
 	cur := fetch(g, mc)
 	cur.Finalizers = nil
 	g.Expect(k8sClient.Update(testCtx, cur)).To(Succeed())
+}
+
+// The garbage collector orphans in two steps: it removes the dependents'
+// owner references, then its orphan finalizer. A finalize that runs after
+// both (its first attempt to release the finalizer hit a conflict with the
+// collector, as test/e2e once saw) finds no orphan finalizer and objects
+// without an owner: they were orphaned, and stay.
+func TestFinalizeAfterTheCollectorOrphanedKeepsTheObjects(t *testing.T) {
+	g := NewWithT(t)
+	mc := newMemcached(unmanagedNamespace, "collected", 2)
+	createUnmanaged(t, mc)
+	r := &MemcachedReconciler{Client: k8sClient, APIReader: k8sClient, Defaults: testDefaults}
+	reconcile := func() {
+		t.Helper()
+		_, err := r.Reconcile(testCtx, ctrl.Request{NamespacedName: key(mc)})
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	reconcile()
+	owned := []client.Object{
+		deploymentOf(mc),
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: mc.Namespace, Name: mc.Name}},
+		&policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: mc.Namespace, Name: mc.Name}},
+	}
+	for _, obj := range owned {
+		update(t, obj, func(o client.Object) { o.SetOwnerReferences(nil) })
+	}
+	g.Expect(k8sClient.Delete(testCtx, fetch(g, mc))).To(Succeed()) // the orphan finalizer is gone already
+	reconcile()
+	g.Expect(apierrors.IsNotFound(k8sClient.Get(testCtx, key(mc), &cachev1alpha1.Memcached{}))).To(BeTrue(), "the finalizer is released")
+	for _, obj := range owned {
+		g.Expect(k8sClient.Get(testCtx, key(obj), obj)).To(Succeed(), "%T must be kept", obj)
+		g.Expect(obj.GetDeletionTimestamp()).To(BeNil())
+	}
 }

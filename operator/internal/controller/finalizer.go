@@ -59,7 +59,12 @@ func (r *MemcachedReconciler) finalize(ctx context.Context, mc *cachev1alpha1.Me
 	var errs []error
 	orphan := controllerutil.ContainsFinalizer(mc, metav1.FinalizerOrphanDependents)
 	for _, o := range cur.all() {
-		if !o.exists {
+		// Only what mc still controls. An object that lost its owner
+		// reference during the deletion was orphaned: the garbage collector
+		// removes the references and then its orphan finalizer, so a
+		// reconcile retried after that (a conflict on the release, say)
+		// no longer sees the finalizer, and must not delete what it left.
+		if !o.exists || !metav1.IsControlledBy(o.live, mc) {
 			continue
 		}
 		if !orphan {
