@@ -56,9 +56,3 @@ func (v *verifiedTemplates) forget(key types.NamespacedName) {
 	defer v.mu.Unlock()
 	delete(v.entries, key)
 }
-
-func (v *verifiedTemplates) len() int {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return len(v.entries)
-}

@@ -89,7 +89,7 @@ func TestVerifiedTemplates(t *testing.T) {
 	g.Expect(v.holds(key, "uid-2", "f1", "h1")).To(BeFalse(), "another Deployment of the same name")
 	v.forget(key)
 	g.Expect(v.holds(key, "uid-1", "f1", "h1")).To(BeFalse())
-	g.Expect(v.len()).To(Equal(0))
+	g.Expect(v.entries).To(BeEmpty())
 }
 
 // templatelessReads serves Deployments as the manager's cache does, through
@@ -205,6 +205,6 @@ func TestPodTemplateIsReadOnlyWhenItChanged(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		_, err := r.Reconcile(testCtx, ctrl.Request{NamespacedName: key(mc)})
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(r.templates().len()).To(BeZero(), "a deleted Memcached's record goes")
+		g.Expect(r.templates().entries).To(BeEmpty(), "a deleted Memcached's record goes")
 	}, timeout, interval).Should(Succeed())
 }
