@@ -77,10 +77,11 @@ lint: tools ## Run golangci-lint (errcheck, staticcheck, nilerr, revive, ...) on
 ##@ Build
 
 .PHONY: build
-build: ## Build bin/manager and bin/set-image-replicas as their images do (static, from their own go.mod) and bin/image (the image builder).
+build: ## Build bin/manager and bin/set-image-replicas as their images do (static, from their own go.mod), bin/image (the image builder) and bin/cluster (the local cluster).
 	cd operator && GOWORK=off CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "-s -w -X main.version=$(VERSION)" -o $(BIN)/manager ./cmd
 	cd krm-functions/set-image-replicas && GOWORK=off CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "-s -w" -o $(BIN)/set-image-replicas .
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/image ./build/cmd/image
+	CGO_ENABLED=0 go build -trimpath -o $(BIN)/cluster ./build/cmd/cluster
 
 ##@ Ship (no Docker needed; see README, "Shipping")
 
@@ -130,13 +131,21 @@ retarget: tools build ## Point every overlay's images at REGISTRY: a fork's regi
 run: tools build ## Run the operator on a local cluster (CLUSTER=current: yours) with the tutorial's Memcached.
 	@scripts/run.sh
 
+# The memcached make memcached-cli talks to, and the cluster it is in.
+MEMCACHED ?= memcached-sample.default.svc:11211
+LOCAL_KUBECONFIG := $(or $(KUBECONFIG),$(CURDIR)/.work/kubeconfig)
+
+.PHONY: memcached-cli
+memcached-cli: ## Talk to memcached from a pod of the local cluster: make memcached-cli ARGS="set greeting hello" (get KEY, stats [NAME]; MEMCACHED=host:port).
+	@KUBECONFIG=$(LOCAL_KUBECONFIG) scripts/memcached-cli.sh $(MEMCACHED) $(ARGS)
+
 .PHONY: cluster-up
-cluster-up: tools ## Create or reuse the local cluster (.work/kubeconfig; NODES=3).
-	@scripts/cluster.sh up
+cluster-up: tools build ## Create or reuse the local cluster (.work/kubeconfig): REAL_NODES=3 real nodes (root, Linux), else NODES=3 fake ones.
+	@bin/cluster up
 
 .PHONY: cluster-down
-cluster-down: tools ## Delete the local cluster and its files.
-	@scripts/cluster.sh down
+cluster-down: build ## Delete the local cluster, its files, and everything its real nodes changed on the machine.
+	@bin/cluster down
 
 ##@ Deployment (to the cluster of $KUBECONFIG or the current context)
 

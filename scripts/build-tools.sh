@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the pinned toolchain into bin/ from the Go module proxy alone: the
-# Kubernetes control plane (for envtest and the local cluster), etcd, kwok,
+# Kubernetes control plane (for envtest and the local cluster), the kubelet
+# and kube-proxy (the local cluster's real nodes), CoreDNS, etcd, kwok,
 # kustomize, controller-gen, golangci-lint, memcached_exporter, kpt's fn
 # render, Flux's source-controller and kustomize-controller with their CRDs
 # (bin/flux-crds), the CNCF distribution registry, helm, operator-registry's
@@ -23,7 +24,7 @@ bin=$(mkdir -p "${1:-$root/bin}" && cd "${1:-$root/bin}" && pwd)
 stamp="$bin/.tools-stamp"
 export GOWORK=off GOFLAGS="${GOFLAGS:+$GOFLAGS }-mod=mod" CGO_ENABLED=0
 
-tools=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok kwokctl kustomize controller-gen golangci-lint memcached_exporter
+tools=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy coredns etcd kwok kwokctl kustomize controller-gen golangci-lint memcached_exporter
   kpt source-controller kustomize-controller flux-crds registry helm opm promtool prometheus monitoring-crds)
 
 key=$(cat "$root"/tools/go.mod "$root"/tools/go.sum "$root"/tools/*/go.mod "$root"/tools/*/go.sum "$0" | sha256sum | cut -d' ' -f1)
@@ -82,8 +83,8 @@ echo "tools: building the pinned toolchain into ${bin#"$root"/} (cold: ~35 minut
 # build` leaves a core idle while it links or waits on the module cache.
 # The first line ends with controller-gen, which the CRD steps below need.
 kube_line() {
-  build "kube-apiserver kube-controller-manager kube-scheduler kubectl" tools \
-    "k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl" \
+  build "kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy" tools \
+    "k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy" \
     "$kube_ldflags"
   build etcd                    tools go.etcd.io/etcd/server/v3
   build "kwok kwokctl"          tools "sigs.k8s.io/kwok/cmd/kwok sigs.k8s.io/kwok/cmd/kwokctl" \
@@ -95,6 +96,7 @@ kube_line() {
 }
 other_line() {
   build golangci-lint           tools/lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint "-X main.version=${lint#v}"
+  build coredns                 tools/coredns github.com/example/memcached-operator/tools/coredns
   build memcached_exporter      tools/memcached-exporter github.com/prometheus/memcached_exporter/cmd/memcached_exporter "-X github.com/prometheus/common/version.Version=${exporter#v}"
   build registry                tools/registry github.com/distribution/distribution/v3/cmd/registry "-X github.com/distribution/distribution/v3/version.version=$(modver tools/registry github.com/distribution/distribution/v3)"
   build helm                    tools/helm helm.sh/helm/v4/cmd/helm "-X helm.sh/helm/v4/internal/version.version=$(modver tools/helm helm.sh/helm/v4)"

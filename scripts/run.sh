@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # `make run`: the operator on a cluster, in the foreground, with the
 # tutorial's Memcached. By default the cluster is the local one from
-# scripts/cluster.sh (created on first use, reused afterwards); with
-# CLUSTER=current it is the cluster of $KUBECONFIG / the current context.
+# bin/cluster (build/cluster; created on first use, reused afterwards): three
+# real nodes where the machine allows (Linux, root, containerd and friends
+# installable), so the Memcached becomes three running memcached processes;
+# otherwise kwok's fake nodes, and it says why. With CLUSTER=current it is the
+# cluster of $KUBECONFIG / the current context.
 #
-# Environment: CLUSTER (local|current), METRICS_ADDR (:8443), PROBE_ADDR
-# (:8081), and scripts/cluster.sh's variables.
+# Environment: CLUSTER (local|current), REAL_NODES (3; 0 for fake nodes),
+# METRICS_ADDR (:8443), PROBE_ADDR (:8081), and bin/cluster's variables.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -16,7 +19,7 @@ manager="$root/bin/manager"
 metrics_addr=${METRICS_ADDR:-:8443}
 probe_addr=${PROBE_ADDR:-:8081}
 
-[[ -x $manager && -x $kubectl ]] || die "bin/manager or bin/kubectl is missing: run 'make tools build'"
+[[ -x $manager && -x $kubectl && -x $root/bin/cluster ]] || die "bin/manager, bin/cluster or bin/kubectl is missing: run 'make tools build'"
 
 # A port already taken makes the manager exit at once with a bind error;
 # say which and how to move it.
@@ -35,8 +38,25 @@ case ${CLUSTER:-local} in
     step "using the current cluster ($("$kubectl" config current-context 2>/dev/null || echo "\$KUBECONFIG"))"
     ;;
   local)
-    "$root/scripts/cluster.sh" up
+    if [[ -z ${REAL_NODES:-} ]]; then
+      if [[ $(uname -s) != Linux || $(id -u) -ne 0 ]]; then
+        echo "run: real nodes need Linux and root; using kwok's fake nodes (pods are scheduled and go Ready, nothing runs)" >&2
+        export REAL_NODES=0
+      elif ! "$root/scripts/test-deps.sh" nodes 2>/tmp/run-test-deps.log; then
+        echo "run: real nodes need containerd, runc and the CNI plugins ($(tail -n 1 /tmp/run-test-deps.log)); using kwok's fake nodes" >&2
+        export REAL_NODES=0
+      else
+        export REAL_NODES=3
+      fi
+    fi
+    (cd "$root" && bin/cluster up)
     export KUBECONFIG=${CLUSTER_KUBECONFIG:-$root/.work/kubeconfig}
+    if [[ $REAL_NODES -gt 0 ]]; then
+      # The nodes hold these images (nothing is pulled): the operator's
+      # defaults point at them, the production defaults stay as they are.
+      images=$(cd "$root" && bin/cluster images)
+      manager_images=(--memcached-image="$(sed -n 's/^MEMCACHED_IMAGE=//p' <<<"$images")" --exporter-image="$(sed -n 's/^EXPORTER_IMAGE=//p' <<<"$images")")
+    fi
     ;;
   *) die "CLUSTER=${CLUSTER}: want 'local' (the default) or 'current'" ;;
 esac
@@ -56,6 +76,9 @@ step "applying deploy/samples/memcached-sample.yaml"
 run: memcached-sample is $status ($((SECONDS - start))s)
 run: try, in another terminal:
        export KUBECONFIG=${KUBECONFIG:-~/.kube/config}
+       make memcached-cli ARGS="set greeting hello"     # from a pod, through the Service's DNS name
+       make memcached-cli ARGS="get greeting"
+       bin/kubectl port-forward svc/memcached-sample 11211:11211   # then: nc 127.0.0.1 11211
        bin/kubectl get memcached
        bin/kubectl scale memcached/memcached-sample --replicas=5
        bin/kubectl get pods -l app.kubernetes.io/instance=memcached-sample -o wide
@@ -69,5 +92,5 @@ EOF
 ) &
 
 step "starting bin/manager (Ctrl-C to stop)"
-exec "$manager" --zap-encoder=console --zap-time-encoding=iso8601 \
+exec "$manager" ${manager_images[@]+"${manager_images[@]}"} --zap-encoder=console --zap-time-encoding=iso8601 \
   --metrics-bind-address="$metrics_addr" --health-probe-bind-address="$probe_addr"

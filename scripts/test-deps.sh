@@ -1,37 +1,53 @@
 #!/usr/bin/env bash
 # Installs the programs the tests run for real that are not Go modules, so a
 # fresh Debian or Ubuntu machine (CI runs as root there) needs nothing done
-# by hand: memcached, from Debian's memcached package, for the tests in
-# test/memcached that run the operator's pod templates against the real
-# server. Elsewhere it fails with the package to install; it never skips.
+# by hand:
+#   memcached  Debian's memcached, for test/memcached (the operator's pod
+#              templates against the real server) and the local cluster's
+#              memcached image;
+#   nodes      containerd, runc, the CNI plugins and iptables, for the local
+#              cluster's real nodes (kubelets from bin/).
+# Elsewhere it fails with the packages to install; it never skips.
 #
-# Usage: scripts/test-deps.sh
+# Usage: scripts/test-deps.sh [memcached|nodes]...   (default: both)
 set -euo pipefail
 exec 1>&2
 
-# command=package
-deps=(memcached=memcached)
+# command or file=package
+declare -A sets=(
+  [memcached]="memcached=memcached"
+  [nodes]="containerd=containerd ctr=containerd runc=runc /usr/lib/cni/bridge=containernetworking-plugins /usr/lib/cni/host-local=containernetworking-plugins /usr/lib/cni/loopback=containernetworking-plugins iptables=iptables ip=iproute2 nsenter=util-linux"
+)
+[[ $# -gt 0 ]] || set -- memcached nodes
+
+present() { if [[ $1 == /* ]]; then [[ -x $1 ]]; else command -v "$1" >/dev/null 2>&1; fi; }
 
 missing=()
-for dep in "${deps[@]}"; do
-  command -v "${dep%%=*}" >/dev/null 2>&1 || missing+=("${dep#*=}")
+for set in "$@"; do
+  [[ -n ${sets[$set]:-} ]] || { echo "test-deps: unknown set '$set' (memcached or nodes)" >&2; exit 2; }
+  for dep in ${sets[$set]}; do
+    pkg=${dep#*=}
+    present "${dep%%=*}" || [[ " ${missing[*]} " == *" $pkg "* ]] || missing+=("$pkg")
+  done
 done
 if [[ ${#missing[@]} -eq 0 ]]; then
-  echo "test-deps: present ($(memcached -V))"
+  echo "test-deps: present ($*)"
   exit 0
 fi
 
 if [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
-  echo "test-deps: the tests need ${missing[*]} on PATH: install the Debian/Ubuntu package(s) '${missing[*]}' (sudo apt-get install ${missing[*]}) or your system's equivalent, then run 'make test' again" >&2
+  echo "test-deps: missing ${missing[*]}: install the Debian/Ubuntu package(s) (sudo apt-get install ${missing[*]}) or your system's equivalent, then try again" >&2
   exit 1
 fi
 
 start=$SECONDS
 echo "test-deps: installing Debian package(s) ${missing[*]} with apt-get ..."
 export DEBIAN_FRONTEND=noninteractive
+# A containerd.service the package may start is left alone: each node of the
+# local cluster runs its own containerd, with its own socket and state.
 if ! { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}"; } >/tmp/test-deps-apt.log 2>&1; then
   tail -n 20 /tmp/test-deps-apt.log >&2
-  echo "test-deps: FAILED to install ${missing[*]} with apt-get (log: /tmp/test-deps-apt.log); install it by hand and run 'make test' again" >&2
+  echo "test-deps: FAILED to install ${missing[*]} with apt-get (log: /tmp/test-deps-apt.log); install them by hand and try again" >&2
   exit 1
 fi
-echo "test-deps: installed ${missing[*]} in $((SECONDS - start))s ($(memcached -V))"
+echo "test-deps: installed ${missing[*]} in $((SECONDS - start))s"

@@ -76,6 +76,16 @@ type Component struct {
 	AnnotationsFile string
 	// WritableTmp adds a /tmp the non-root user can write to.
 	WritableTmp bool
+	// Binary, instead of Package, is a program already on this machine
+	// (absolute, or relative to the repository): bin/coredns, or Debian's
+	// /usr/bin/memcached. It goes to Path with the shared libraries ldd
+	// finds for it, so only for this machine's platform: these are the
+	// local cluster's images (LocalComponents), never shipped.
+	Binary string
+	// UID and UserName replace the nonroot user 65532 (memcached's
+	// official image runs as 11211, memcache).
+	UID      int
+	UserName string
 }
 
 // Components are the images this repository ships.
@@ -166,7 +176,7 @@ func Build(ctx context.Context, repo string, c Component, md Metadata, platforms
 	}
 	defer func() { _ = os.RemoveAll(work) }()
 
-	base, err := baseLayer(md.Created)
+	base, err := baseLayer(md.Created, c.uid(), c.userName())
 	if err != nil {
 		return nil, err
 	}
@@ -183,7 +193,12 @@ func Build(ctx context.Context, repo string, c Component, md Metadata, platforms
 	for _, p := range platforms {
 		start := time.Now()
 		var bin string
-		if c.Package != "" {
+		if c.Binary != "" {
+			bin = c.Binary
+			if !filepath.IsAbs(bin) {
+				bin = filepath.Join(repo, bin)
+			}
+		} else if c.Package != "" {
 			bin = filepath.Join(work, p.OS+"-"+p.Architecture, c.Name)
 			cmd := exec.CommandContext(ctx, "go", c.GoBuildArgs(md.Version, bin)...)
 			cmd.Dir = filepath.Join(repo, c.Module)
@@ -200,7 +215,7 @@ func Build(ctx context.Context, repo string, c Component, md Metadata, platforms
 		if err != nil {
 			return nil, err
 		}
-		if bin != "" {
+		if bin != "" && c.Binary == "" {
 			sbom, err := SBOM(c, md, bin, p, desc)
 			if err != nil {
 				return nil, err
@@ -232,17 +247,27 @@ func labels(c Component, md Metadata) map[string]string {
 }
 
 func platformImage(c Component, md Metadata, p v1.Platform, base v1.Layer, bin string, extra v1.Layer, cfgLabels map[string]string) (v1.Image, error) {
-	layers := []mutate.Addendum{{Layer: base, History: v1.History{Created: v1.Time{Time: md.Created}, CreatedBy: "passwd and group for the nonroot user " + User, Comment: "memcached-operator build/image"}}}
+	layers := []mutate.Addendum{{Layer: base, History: v1.History{Created: v1.Time{Time: md.Created}, CreatedBy: "passwd and group for the user " + c.user(), Comment: "memcached-operator build/image"}}}
 	if bin != "" {
 		data, err := os.ReadFile(bin)
 		if err != nil {
 			return nil, err
 		}
-		binLayer, err := tarLayer(md.Created, []file{{path: c.Path, mode: 0o755, data: data}})
+		files := []file{{path: c.Path, mode: 0o755, data: data}}
+		createdBy, comment := "go "+strings.Join(c.GoBuildArgs(md.Version, c.Path), " "), runtime.Version()
+		if c.Binary != "" {
+			libs, err := sharedLibraries(bin)
+			if err != nil {
+				return nil, err
+			}
+			files = append(files, libs...)
+			createdBy, comment = "copy "+c.Binary+" and its shared libraries", "memcached-operator build/image"
+		}
+		binLayer, err := tarLayer(md.Created, files)
 		if err != nil {
 			return nil, err
 		}
-		layers = append(layers, mutate.Addendum{Layer: binLayer, History: v1.History{Created: v1.Time{Time: md.Created}, CreatedBy: "go " + strings.Join(c.GoBuildArgs(md.Version, c.Path), " "), Comment: runtime.Version()}})
+		layers = append(layers, mutate.Addendum{Layer: binLayer, History: v1.History{Created: v1.Time{Time: md.Created}, CreatedBy: createdBy, Comment: comment}})
 	}
 	if extra != nil {
 		layers = append(layers, mutate.Addendum{Layer: extra, History: v1.History{Created: v1.Time{Time: md.Created}, CreatedBy: "files " + strings.Join(c.fileSources(), " "), Comment: "memcached-operator build/image"}})
@@ -259,7 +284,7 @@ func platformImage(c Component, md Metadata, p v1.Platform, base v1.Layer, bin s
 	cf.OS, cf.Architecture, cf.Variant = p.OS, p.Architecture, p.Variant
 	cf.Created = v1.Time{Time: md.Created}
 	cf.Config = v1.Config{
-		User:       User,
+		User:       c.user(),
 		WorkingDir: "/",
 		Env:        []string{"PATH=/usr/local/bin:/usr/bin:/bin"},
 		Labels:     cfgLabels,
@@ -366,12 +391,30 @@ func (c Component) configLabels(repo string, md Metadata) (map[string]string, er
 	return out, nil
 }
 
-// baseLayer is all the image has besides its binary: the user 65532 (and
-// root, which tools expect to find) in /etc/passwd and /etc/group.
-func baseLayer(created time.Time) (v1.Layer, error) {
+func (c Component) uid() int {
+	if c.UID != 0 {
+		return c.UID
+	}
+	return UID
+}
+
+func (c Component) userName() string {
+	if c.UserName != "" {
+		return c.UserName
+	}
+	return "nonroot"
+}
+
+// user is the image config's User: uid:gid, numeric, so that the kubelet
+// can check runAsNonRoot without reading /etc/passwd.
+func (c Component) user() string { return fmt.Sprintf("%d:%d", c.uid(), c.uid()) }
+
+// baseLayer is all the image has besides its binary: its user (and root,
+// which tools expect to find) in /etc/passwd and /etc/group.
+func baseLayer(created time.Time, uid int, name string) (v1.Layer, error) {
 	return tarLayer(created, []file{
-		{path: "/etc/passwd", mode: 0o644, data: []byte("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n")},
-		{path: "/etc/group", mode: 0o644, data: []byte("root:x:0:\nnonroot:x:65532:\n")},
+		{path: "/etc/passwd", mode: 0o644, data: fmt.Appendf(nil, "root:x:0:0:root:/root:/sbin/nologin\n%s:x:%d:%d:%s:/home/%s:/sbin/nologin\n", name, uid, uid, name, name)},
+		{path: "/etc/group", mode: 0o644, data: fmt.Appendf(nil, "root:x:0:\n%s:x:%d:\n", name, uid)},
 	})
 }
 

@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	buildcluster "github.com/example/memcached-operator/build/cluster"
 	"github.com/example/memcached-operator/test/internal/cluster"
 	"github.com/example/memcached-operator/test/internal/load"
 	"github.com/example/memcached-operator/test/internal/proc"
@@ -647,24 +648,6 @@ func (c *component) waitListening(ports []int) {
 	}
 }
 
-// lockClusterCreation takes the lock scripts/cluster.sh holds while kwokctl
-// creates a cluster, shared by every process of the machine.
-func lockClusterCreation() (func(), error) {
-	dir := os.Getenv("TMPDIR")
-	if dir == "" {
-		dir = "/tmp"
-	}
-	f, err := os.OpenFile(filepath.Join(dir, "memcached-operator-kwok-create.lock"), os.O_CREATE|os.O_RDWR, 0o666)
-	if err != nil {
-		return nil, err
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		_ = f.Close()
-		return nil, fmt.Errorf("lock %s: %w", f.Name(), err)
-	}
-	return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); _ = f.Close() }, nil
-}
-
 func (c *component) release() {
 	for _, l := range c.held {
 		_ = l.Close()
@@ -706,11 +689,11 @@ func (c *component) pid() (int, error) {
 }
 
 // Stop sends SIGTERM, waits for the process to end, and holds its ports.
-// It does so under the machine's cluster-creation lock (scripts/cluster.sh
+// It does so under the machine's cluster-creation lock (build/cluster
 // takes it too): kwokctl gives a new cluster the free ports it finds, and
 // a port freed for a moment must not be one of them.
 func (c *component) Stop() error {
-	unlock, err := lockClusterCreation()
+	unlock, err := buildcluster.LockCreation()
 	if err != nil {
 		return err
 	}
@@ -739,7 +722,7 @@ func (c *component) Stop() error {
 // Start runs the component again, logging where it logged, and records its
 // PID where kwokctl looks for it.
 func (c *component) Start() error {
-	unlock, err := lockClusterCreation()
+	unlock, err := buildcluster.LockCreation()
 	if err != nil {
 		return err
 	}

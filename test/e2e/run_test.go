@@ -189,18 +189,18 @@ func TestMakeRunErrors(t *testing.T) {
 		if err := os.CopyFS(filepath.Join(dir, "scripts"), os.DirFS(filepath.Join(repo.MustRoot(t), "scripts"))); err != nil {
 			t.Fatal(err)
 		}
-		for _, script := range []string{"run.sh", "cluster.sh"} {
-			if err := os.Chmod(filepath.Join(dir, "scripts", script), 0o755); err != nil {
-				t.Fatal(err)
-			}
+		if err := os.Chmod(filepath.Join(dir, "scripts", "run.sh"), 0o755); err != nil {
+			t.Fatal(err)
 		}
 		out, errOut, code := run.Command(t, nil, filepath.Join(dir, "scripts", "run.sh"))
 		if code == 0 || !strings.Contains(out+errOut, "run 'make tools build'") {
 			t.Errorf("run.sh without binaries: exit %d\n%s%s", code, out, errOut)
 		}
-		out, errOut, code = run.Command(t, nil, filepath.Join(dir, "scripts", "cluster.sh"), "up")
-		if code == 0 || !strings.Contains(out+errOut, "run 'make tools'") {
-			t.Errorf("cluster.sh without binaries: exit %d\n%s%s", code, out, errOut)
+		cmd := exec.Command(filepath.Join(repo.MustRoot(t), "bin", "cluster"), "up")
+		cmd.Dir = dir
+		b, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(b), "run 'make tools'") {
+			t.Errorf("bin/cluster up in a checkout without tools: %v\n%s", err, b)
 		}
 	})
 
@@ -211,9 +211,9 @@ func TestMakeRunErrors(t *testing.T) {
 		out, code := clusterScript(t, env, "up")
 		t.Cleanup(func() { clusterScript(t, env, "down") })
 		if code == 0 {
-			t.Fatalf("cluster.sh up succeeded although kwokctl failed:\n%s", out)
+			t.Fatalf("bin/cluster up succeeded although kwokctl failed:\n%s", out)
 		}
-		if !strings.Contains(out, "kwokctl create cluster failed") || !strings.Contains(out, filepath.Join(work, "kwokctl-broken.log")) {
+		if !strings.Contains(out, "kwokctl create cluster:") || !strings.Contains(out, filepath.Join(work, "kwokctl-broken.log")) {
 			t.Errorf("the failure does not point at kwokctl's log:\n%s", out)
 		}
 	})
@@ -221,7 +221,8 @@ func TestMakeRunErrors(t *testing.T) {
 
 func clusterScript(t *testing.T, env []string, args ...string) (string, int) {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(repo.MustRoot(t), "scripts", "cluster.sh"), args...)
+	cmd := exec.Command(filepath.Join(repo.MustRoot(t), "bin", "cluster"), args...)
+	cmd.Dir = repo.MustRoot(t)
 	cmd.Env = append(run.UserEnv(), env...)
 	out, err := cmd.CombinedOutput()
 	code := 0

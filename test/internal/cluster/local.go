@@ -1,12 +1,11 @@
 package cluster
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,22 +14,24 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	buildcluster "github.com/example/memcached-operator/build/cluster"
 	"github.com/example/memcached-operator/test/internal/repo"
 	"github.com/example/memcached-operator/test/internal/run"
 )
 
-// Local is a kwok cluster made by scripts/cluster.sh, the same script
-// `make run` uses: a real kube-apiserver, etcd, controller-manager and
-// scheduler from bin/, with fake nodes on which pods go Running.
+// Local is a local cluster made by build/cluster, the package `make
+// cluster-up` and `make run` use: a real kube-apiserver, etcd,
+// controller-manager and scheduler from bin/, with kwok's fake nodes (on
+// which pods go Running without running) or real nodes (kubelet,
+// containerd, runc: pods run).
 type Local struct {
 	Name       string
 	Kubeconfig string
 	Workdir    string
 	// Started is how long creating the cluster and its nodes took.
 	Started time.Duration
-
-	script string
-	env    []string
+	// Cluster is the cluster itself: its real nodes, network and images.
+	Cluster *buildcluster.Cluster
 }
 
 // StartLocal creates a cluster with the given number of fake nodes and
@@ -38,7 +39,21 @@ type Local struct {
 // processes survive.
 func StartLocal(t testing.TB, name string, nodes int, kwokArgs ...string) *Local {
 	t.Helper()
-	l, err := CreateLocal(name, nodes, t.TempDir(), kwokArgs...)
+	return start(t, buildcluster.Options{Name: name, FakeNodes: nodes, KwokArgs: kwokArgs})
+}
+
+// StartReal creates a cluster with real nodes (as many as the scenario
+// needs) and deletes it when the test ends, undoing what its nodes changed
+// on the machine. A machine that cannot run real nodes fails the test with
+// what it lacks: the tier never skips.
+func StartReal(t testing.TB, name string, nodes int) *Local {
+	t.Helper()
+	return start(t, buildcluster.Options{Name: name, RealNodes: nodes})
+}
+
+func start(t testing.TB, o buildcluster.Options) *Local {
+	t.Helper()
+	l, err := create(o, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,29 +65,24 @@ func StartLocal(t testing.TB, name string, nodes int, kwokArgs ...string) *Local
 	return l
 }
 
-// CreateLocal runs `scripts/cluster.sh up` with its state under workdir.
-// The caller deletes the cluster with Delete.
+// CreateLocal creates a cluster with fake nodes and its state under
+// workdir. The caller deletes it with Delete.
 func CreateLocal(name string, nodes int, workdir string, kwokArgs ...string) (*Local, error) {
+	return create(buildcluster.Options{Name: name, FakeNodes: nodes, KwokArgs: kwokArgs}, workdir)
+}
+
+func create(o buildcluster.Options, workdir string) (*Local, error) {
 	root, err := repo.Root()
 	if err != nil {
 		return nil, err
 	}
-	l := &Local{
-		Name: name, Kubeconfig: filepath.Join(workdir, "kubeconfig"), Workdir: filepath.Join(workdir, "kwok"),
-		script: filepath.Join(root, "scripts", "cluster.sh"),
+	o.Repo, o.Kubeconfig, o.Workdir = root, filepath.Join(workdir, "kubeconfig"), filepath.Join(workdir, "kwok")
+	l := &Local{Name: o.Name, Kubeconfig: o.Kubeconfig, Workdir: o.Workdir, Cluster: buildcluster.New(o)}
+	begin := time.Now()
+	if err := l.Cluster.Up(context.Background()); err != nil {
+		return nil, errors.Join(err, l.Delete())
 	}
-	l.env = append(os.Environ(),
-		"CLUSTER_NAME="+name, "KWOK_WORKDIR="+l.Workdir, "CLUSTER_KUBECONFIG="+l.Kubeconfig,
-		"NODES="+strconv.Itoa(nodes), "KWOK_ARGS="+strings.Join(kwokArgs, " "))
-
-	start := time.Now()
-	up := exec.Command(l.script, "up")
-	up.Env = l.env
-	if out, err := up.CombinedOutput(); err != nil {
-		_ = l.Delete()
-		return nil, fmt.Errorf("scripts/cluster.sh up: %w\n%s", err, out)
-	}
-	l.Started = time.Since(start)
+	l.Started = time.Since(begin)
 	return l, nil
 }
 
@@ -80,15 +90,13 @@ func CreateLocal(name string, nodes int, workdir string, kwokArgs ...string) (*L
 // processes survive.
 func (l *Local) Delete() error {
 	pids := l.PIDs()
-	down := exec.Command(l.script, "down")
-	down.Env = l.env
 	var errs []error
-	if out, err := down.CombinedOutput(); err != nil {
-		errs = append(errs, fmt.Errorf("scripts/cluster.sh down: %w\n%s", err, out))
+	if err := l.Cluster.Down(context.Background()); err != nil {
+		errs = append(errs, err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for _, pid := range pids {
-		for syscall.Kill(pid, 0) == nil {
+		for alive(pid) {
 			if time.Now().After(deadline) {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 				errs = append(errs, fmt.Errorf("process %d of cluster %s survived its deletion", pid, l.Name))
@@ -100,21 +108,24 @@ func (l *Local) Delete() error {
 	return errors.Join(errs...)
 }
 
-// PIDs are the cluster's component processes, from kwokctl's pid files.
-func (l *Local) PIDs() []int {
-	files, _ := filepath.Glob(filepath.Join(l.Workdir, "clusters", l.Name, "pids", "*.pid"))
-	var out []int
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-			out = append(out, pid)
-		}
+// alive is a process that runs: not gone, and not a zombie its parent has
+// not reaped yet.
+func alive(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
 	}
-	return out
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }
+
+// PIDs are the cluster's own processes: its control plane's and its real
+// nodes'.
+func (l *Local) PIDs() []int { return l.Cluster.PIDs() }
 
 // DumpOnFailure prints what a person debugging a failed run would look at:
 // objects, events, and the tail of every component log.
@@ -135,6 +146,8 @@ func (l *Local) DumpOnFailure(t testing.TB) {
 			t.Logf("kubectl %s:\n%s", strings.Join(args, " "), out)
 		}
 		logs, _ := filepath.Glob(filepath.Join(l.Workdir, "clusters", l.Name, "logs", "*.log"))
+		nodeLogs, _ := filepath.Glob(filepath.Join(l.Cluster.NodesDir(), "*", "logs", "*.log"))
+		logs = append(logs, nodeLogs...)
 		for _, f := range logs {
 			lines := strings.Split(strings.TrimSpace(run.ReadFile(t, f)), "\n")
 			if len(lines) > 20 {

@@ -1,0 +1,186 @@
+// Command memcached-cli is a small memcached client for the local
+// cluster's pods (make memcached-cli, and the real-node tests): it speaks
+// memcached's text protocol and prints what the server answers.
+//
+// memcached servers do not share keys: a client spreads keys over them. So
+// when the server's name resolves to several addresses (the Memcached's
+// headless Service: one per pod), a key goes to the address its hash picks
+// among them sorted, as a client library's hashing would, and the same key
+// finds the same pod on every call; stats asks each of them.
+//
+//	memcached-cli [-server host:port] [-retry 30s] set KEY VALUE [TTL]
+//	memcached-cli [-server host:port] get KEY        (exit 1 on a miss)
+//	memcached-cli [-server host:port] delete KEY
+//	memcached-cli [-server host:port] stats [NAME]   (one statistic, or all)
+package main
+
+import (
+	"bufio"
+	"errors"
+	"flag"
+	"fmt"
+	"hash/crc32"
+	"net"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// errMiss is a get of a key the server does not hold.
+var errMiss = errors.New("miss")
+
+func main() {
+	server := flag.String("server", "localhost:11211", "memcached's host:port (a Service name works in a pod)")
+	timeout := flag.Duration("timeout", 5*time.Second, "connect and I/O timeout")
+	retry := flag.Duration("retry", 0, "keep retrying a failed connection this long (a Service just created, a pod starting)")
+	flag.Usage = func() {
+		fmt.Fprintf(os.Stderr, "usage: memcached-cli [-server host:port] set KEY VALUE [TTL] | get KEY | delete KEY | stats [NAME]\n")
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	out, err := runAll(*server, *timeout, flag.Args())
+	for deadline := time.Now().Add(*retry); isConnError(err) && time.Now().Before(deadline); {
+		time.Sleep(500 * time.Millisecond)
+		out, err = runAll(*server, *timeout, flag.Args())
+	}
+	if out != "" {
+		fmt.Println(out)
+	}
+	switch {
+	case errors.Is(err, errMiss):
+		os.Exit(1)
+	case err != nil:
+		fmt.Fprintf(os.Stderr, "memcached-cli: %v\n", err)
+		os.Exit(2)
+	}
+}
+
+// runAll runs the command on the server the key hashes to, or for stats
+// on each server the name resolves to, prefixing each answer with it.
+func runAll(server string, timeout time.Duration, args []string) (string, error) {
+	host, port, err := net.SplitHostPort(server)
+	if err != nil {
+		return "", fmt.Errorf("-server %q: want host:port", server)
+	}
+	addrs, err := net.LookupHost(host)
+	if err != nil {
+		return "", &net.OpError{Op: "dial", Net: "tcp", Err: err}
+	}
+	sort.Strings(addrs)
+	if len(addrs) == 1 {
+		return run(net.JoinHostPort(addrs[0], port), timeout, args)
+	}
+	if len(args) > 0 && args[0] == "stats" {
+		var lines []string
+		for _, a := range addrs {
+			out, err := run(net.JoinHostPort(a, port), timeout, args)
+			if err != nil {
+				return "", err
+			}
+			for _, l := range strings.Split(out, "\n") {
+				lines = append(lines, a+" "+l)
+			}
+		}
+		return strings.Join(lines, "\n"), nil
+	}
+	if len(args) < 2 {
+		return run(net.JoinHostPort(addrs[0], port), timeout, args)
+	}
+	return run(net.JoinHostPort(addrs[crc32.ChecksumIEEE([]byte(args[1]))%uint32(len(addrs))], port), timeout, args)
+}
+
+// isConnError is a failure to connect, which a retry may cure.
+func isConnError(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+func run(server string, timeout time.Duration, args []string) (string, error) {
+	if len(args) == 0 {
+		return "", errors.New("no command: want set, get, delete or stats")
+	}
+	conn, err := net.DialTimeout("tcp", server, timeout)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = conn.Close() }()
+	if err := conn.SetDeadline(time.Now().Add(timeout)); err != nil {
+		return "", err
+	}
+	r := bufio.NewReader(conn)
+	send := func(s string) error { _, err := conn.Write([]byte(s)); return err }
+	line := func() (string, error) {
+		l, err := r.ReadString('\n')
+		return strings.TrimRight(l, "\r\n"), err
+	}
+	switch cmd := args[0]; {
+	case cmd == "set" && (len(args) == 3 || len(args) == 4):
+		ttl := "0"
+		if len(args) == 4 {
+			if _, err := strconv.Atoi(args[3]); err != nil {
+				return "", fmt.Errorf("TTL %q: want seconds", args[3])
+			}
+			ttl = args[3]
+		}
+		if err := send(fmt.Sprintf("set %s 0 %s %d\r\n%s\r\n", args[1], ttl, len(args[2]), args[2])); err != nil {
+			return "", err
+		}
+		reply, err := line()
+		if err == nil && reply != "STORED" {
+			err = fmt.Errorf("set %s: %s", args[1], reply)
+		}
+		return reply, err
+	case cmd == "get" && len(args) == 2:
+		if err := send("get " + args[1] + "\r\n"); err != nil {
+			return "", err
+		}
+		header, err := line()
+		if err != nil {
+			return "", err
+		}
+		if header == "END" {
+			return "", errMiss
+		}
+		fields := strings.Fields(header)
+		if len(fields) != 4 || fields[0] != "VALUE" {
+			return "", fmt.Errorf("get %s: %s", args[1], header)
+		}
+		value, err := line()
+		return value, err
+	case cmd == "delete" && len(args) == 2:
+		if err := send("delete " + args[1] + "\r\n"); err != nil {
+			return "", err
+		}
+		return line()
+	case cmd == "stats" && len(args) <= 2:
+		if err := send("stats\r\n"); err != nil {
+			return "", err
+		}
+		var all []string
+		for {
+			l, err := line()
+			if err != nil {
+				return "", err
+			}
+			if l == "END" {
+				break
+			}
+			stat := strings.TrimPrefix(l, "STAT ")
+			if len(args) == 2 {
+				if name, value, _ := strings.Cut(stat, " "); name == args[1] {
+					return value, nil
+				}
+				continue
+			}
+			all = append(all, stat)
+		}
+		if len(args) == 2 {
+			return "", fmt.Errorf("no statistic %q", args[1])
+		}
+		return strings.Join(all, "\n"), nil
+	default:
+		return "", fmt.Errorf("%q: want set KEY VALUE [TTL], get KEY, delete KEY or stats [NAME]", strings.Join(args, " "))
+	}
+}
