@@ -198,7 +198,7 @@ test: tools build lint test-deps ## Everything CI runs: lint, unit, golden and e
 	$(MAKE) --no-print-directory test-memcached
 
 .PHONY: test-deps
-test-deps: ## Install what the tests run that is not a Go module (Debian's memcached; as root with apt-get).
+test-deps: ## Install what the tests run that is not a Go module (Debian's memcached, containerd, runc, CNI plugins, iptables, nftables; as root with apt-get).
 	@scripts/test-deps.sh
 
 .PHONY: test-memcached
@@ -218,5 +218,5 @@ chaos: tools build ## Break the operator's world on purpose (leader kill, contro
 	go run ./test/chaos/cmd/chaos $(CHAOS_ARGS)
 
 .PHONY: e2e
-e2e: tools build ## End-to-end on local kwok clusters: every overlay, Kubernetes' own semantics, Flux itself (also part of make test).
+e2e: tools build test-deps ## End-to-end on local clusters: the operator from its image on real nodes, every overlay, Kubernetes' own semantics, Flux itself (also part of make test).
 	go test -count=1 -timeout 20m -v ./test/e2e/

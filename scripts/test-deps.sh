@@ -5,8 +5,9 @@
 #   memcached  Debian's memcached, for test/memcached (the operator's pod
 #              templates against the real server) and the local cluster's
 #              memcached image;
-#   nodes      containerd, runc, the CNI plugins and iptables, for the local
-#              cluster's real nodes (kubelets from bin/).
+#   nodes      containerd, runc, the CNI plugins, iptables and nft, for the
+#              local cluster's real nodes (kubelets from bin/) and the test
+#              that proves they leave the machine as they found it.
 # Elsewhere it fails with the packages to install; it never skips.
 #
 # Usage: scripts/test-deps.sh [memcached|nodes]...   (default: both)
@@ -16,7 +17,7 @@ exec 1>&2
 # command or file=package
 declare -A sets=(
   [memcached]="memcached=memcached"
-  [nodes]="containerd=containerd ctr=containerd runc=runc /usr/lib/cni/bridge=containernetworking-plugins /usr/lib/cni/host-local=containernetworking-plugins /usr/lib/cni/loopback=containernetworking-plugins iptables=iptables ip=iproute2 nsenter=util-linux"
+  [nodes]="containerd=containerd ctr=containerd runc=runc /usr/lib/cni/bridge=containernetworking-plugins /usr/lib/cni/host-local=containernetworking-plugins /usr/lib/cni/loopback=containernetworking-plugins iptables=iptables nft=nftables ip=iproute2 nsenter=util-linux"
 )
 [[ $# -gt 0 ]] || set -- memcached nodes
 

@@ -81,6 +81,8 @@ require (
 	github.com/spf13/cobra v1.10.2 // indirect
 	github.com/tetratelabs/wabin v0.0.0-20230304001439-f6f874872834 // indirect
 	github.com/tetratelabs/wazero v1.12.0 // indirect
+	go.opentelemetry.io/otel v1.46.0 // indirect
+	go.opentelemetry.io/otel/trace v1.46.0 // indirect
 	go.opentelemetry.io/proto/otlp v1.11.0 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
 	go.uber.org/zap v1.27.1 // indirect
@@ -88,7 +90,9 @@ require (
 	gomodules.xyz/jsonpatch/v2 v2.5.0 // indirect
 	k8s.io/apiserver v0.37.2 // indirect
 	k8s.io/component-base v0.37.2 // indirect
+	k8s.io/kube-proxy v0.37.2 // indirect
 	k8s.io/kubectl v0.37.2 // indirect
+	k8s.io/kubelet v0.37.2 // indirect
 	oras.land/oras-go/v2 v2.6.2 // indirect
 )
 

@@ -313,6 +313,11 @@ func (c *Cluster) controlPlane(ctx context.Context) error {
 		}
 		args = append(args, realArgs...)
 	}
+	if c.RealNodes > 0 && c.FakeNodes == 0 {
+		// No fake node to play: nothing for kwok's controller to do, and
+		// nothing it could do wrong to the real nodes' pods.
+		args = append(args, "--disable", "kwok-controller")
+	}
 	if err := c.kwokctl(ctx, append(args, c.KwokArgs...)...); err != nil {
 		return err
 	}

@@ -125,6 +125,11 @@ func (n Node) createNetwork() error {
 		{"-n", ns, "link", "set", "lo", "up"},
 		{"-n", ns, "addr", "add", ipAddr + "/24", "dev", "eth0"},
 		{"-n", ns, "link", "set", "eth0", "up"},
+		// The node's own programs (host-network pods) reach Services as
+		// pods do, by kube-proxy's DNAT; the route only lets the kernel
+		// pick a source address first. The host does not forward, so
+		// nothing sent this way leaves the machine.
+		{"-n", ns, "route", "add", ServiceCIDR, "via", n.Net.HostIP().String()},
 		{"route", "replace", n.Net.PodCIDR(n.Index).String(), "via", ipAddr},
 	}
 	for _, s := range steps {

@@ -1,9 +1,16 @@
-// Package e2e runs the operator end to end on local kwok clusters (real
-// kube-apiserver, etcd, controller-manager and scheduler; fake nodes), one
-// fresh cluster per environment: the whole rendered overlay is applied, the
-// manager runs out of cluster as the overlay's ServiceAccount, and the
-// tutorial's Memcached goes through create, scale, image change, pause and
-// delete with every status read from real Deployments, ReplicaSets and Pods.
+// Package e2e runs the operator end to end on local clusters (real
+// kube-apiserver, etcd, controller-manager and scheduler from bin/).
+//
+// On real nodes (realnodes_test.go: kubelet, containerd, runc), the operator
+// runs in-cluster from its own image and the tutorial's Memcached is three
+// memcached processes, driven through what only running pods show: probes,
+// Services and DNS, rollouts, drains, Pod Security in the kubelet.
+//
+// On kwok's fake nodes, one fresh cluster per environment: the whole
+// rendered overlay is applied, the manager runs out of cluster as the
+// overlay's ServiceAccount, and the tutorial's Memcached goes through
+// create, scale, image change, pause and delete with every status read
+// from real Deployments, ReplicaSets and Pods.
 //
 //	make e2e
 package e2e

@@ -71,6 +71,12 @@ func CreateLocal(name string, nodes int, workdir string, kwokArgs ...string) (*L
 	return create(buildcluster.Options{Name: name, FakeNodes: nodes, KwokArgs: kwokArgs}, workdir)
 }
 
+// CreateReal creates a cluster with real nodes and its state under
+// workdir. The caller deletes it with Delete.
+func CreateReal(name string, nodes int, workdir string) (*Local, error) {
+	return create(buildcluster.Options{Name: name, RealNodes: nodes}, workdir)
+}
+
 func create(o buildcluster.Options, workdir string) (*Local, error) {
 	root, err := repo.Root()
 	if err != nil {
