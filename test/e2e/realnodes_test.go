@@ -186,7 +186,9 @@ func watchRollout(t *testing.T, c client.Client, change func()) (minReady, maxPo
 	t.Helper()
 	before := map[string]bool{}
 	for _, p := range pods(t, c, "app.kubernetes.io/instance=memcached-sample") {
-		before[p.Name] = true
+		if p.DeletionTimestamp == nil {
+			before[p.Name] = true
+		}
 	}
 	change()
 	minReady = len(before)
@@ -206,8 +208,8 @@ func watchRollout(t *testing.T, c client.Client, change func()) (minReady, maxPo
 			}
 		}
 		minReady, maxPods = min(minReady, ready), max(maxPods, live)
-		if fresh < len(before) || len(list) != len(before) {
-			return fmt.Errorf("%d of %d pods replaced and Ready, %d pods", fresh, len(before), len(list))
+		if fresh < len(before) || live != len(before) {
+			return fmt.Errorf("%d of %d pods replaced and Ready, %d live pods", fresh, len(before), live)
 		}
 		return nil
 	})

@@ -129,7 +129,10 @@ func TestMakeRun(t *testing.T) {
 	t.Cleanup(func() { makeTarget(t, env, "cluster-down") })
 
 	first := startMakeRun(t, env)
-	first.waitFor(t, "created cluster 'e2e-run'", 120*time.Second)
+	first.waitFor(t, `created cluster "e2e-run"`, 120*time.Second)
+	// As root on Linux with the packages installable (CI), make run uses
+	// real nodes.
+	first.waitFor(t, "3 real nodes Ready", 120*time.Second)
 	first.waitFor(t, "memcached-sample is 3/3 Ready", 120*time.Second)
 	first.waitFor(t, "bin/kubectl scale memcached/memcached-sample --replicas=5", 10*time.Second)
 	if err := first.interrupt(t); err != nil {
@@ -140,7 +143,7 @@ func TestMakeRun(t *testing.T) {
 	}
 
 	second := startMakeRun(t, env)
-	second.waitFor(t, "reusing cluster 'e2e-run'", 60*time.Second)
+	second.waitFor(t, `reusing cluster "e2e-run"`, 60*time.Second)
 	second.waitFor(t, "memcached-sample is 3/3 Ready", 60*time.Second)
 	if err := second.interrupt(t); err != nil {
 		t.Errorf("second make run after Ctrl-C: %v", err)
@@ -158,7 +161,7 @@ func TestMakeRun(t *testing.T) {
 	}
 
 	out := makeTarget(t, env, "cluster-down")
-	if !strings.Contains(out, "deleted cluster 'e2e-run'") {
+	if !strings.Contains(out, `deleted cluster "e2e-run"`) {
 		t.Errorf("make cluster-down: %s", out)
 	}
 	if _, err := os.Stat(filepath.Join(work, "kwok", "clusters", "e2e-run")); !os.IsNotExist(err) {
