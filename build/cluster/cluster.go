@@ -371,6 +371,27 @@ func (c *Cluster) apiServerPort() (string, error) {
 	return string(m[1]), nil
 }
 
+// forgetDiscovery removes kubectl's cached discovery of the cluster's
+// apiserver. kubectl keeps it for hours under the server's host and port,
+// and the next local cluster often gets the same port: without this, kubectl
+// would answer from this cluster's API list for the next one ("the server
+// doesn't have a resource type ..." for a CRD the next one has).
+func (c *Cluster) forgetDiscovery() {
+	port, err := c.apiServerPort()
+	if err != nil {
+		return
+	}
+	cache := os.Getenv("KUBECACHEDIR")
+	if cache == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return
+		}
+		cache = filepath.Join(home, ".kube", "cache")
+	}
+	_ = os.RemoveAll(filepath.Join(cache, "discovery", "127.0.0.1_"+port))
+}
+
 // Kubectl runs bin/kubectl against the cluster.
 func (c *Cluster) Kubectl(ctx context.Context, stdin []byte, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, c.bin("kubectl"), append([]string{"--kubeconfig", c.Kubeconfig}, args...)...)
@@ -544,6 +565,7 @@ func (c *Cluster) Down(ctx context.Context) error {
 		c.say("stopped %d real nodes and removed their namespaces, cgroups and links", c.RealNodes)
 	}
 	if _, err := os.Stat(c.Dir()); err == nil {
+		c.forgetDiscovery()
 		if err := c.kwokctl(ctx, "delete", "cluster", "--name", c.Name); err != nil {
 			errs = append(errs, err)
 		} else {
