@@ -68,6 +68,14 @@ func (r *MemcachedReconciler) finalize(ctx context.Context, mc *cachev1alpha1.Me
 			continue
 		}
 		if !orphan {
+			controlled, err := r.stillControlled(ctx, mc, o.live)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if !controlled {
+				continue
+			}
 			if err := r.deleteOwned(ctx, mc, o.live); err != nil {
 				errs = append(errs, err)
 				continue
@@ -86,6 +94,29 @@ func (r *MemcachedReconciler) finalize(ctx context.Context, mc *cachev1alpha1.Me
 		r.event(ctx, mc, nil, corev1.EventTypeNormal, EventDeleted, "Delete", "deleted %s %s", strings.Join(kinds, ", "), mc.Name)
 	}
 	return r.releaseFinalizer(ctx, mc)
+}
+
+// stillControlled reads obj from the apiserver, not the cache, and says
+// whether mc still controls it. The cache can lag both ways at once: it may
+// show the Memcached after the garbage collector removed its orphan
+// finalizer while still showing the owned object with the owner reference
+// the collector removed first. Deleting on that view would delete what
+// `--cascade=orphan` left to the user.
+func (r *MemcachedReconciler) stillControlled(ctx context.Context, mc *cachev1alpha1.Memcached, obj client.Object) (bool, error) {
+	if r.APIReader == nil {
+		return true, nil
+	}
+	live, ok := obj.DeepCopyObject().(client.Object)
+	if !ok {
+		return true, nil
+	}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(obj), live); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("read %s %s: %w", kindOf(obj), obj.GetName(), err)
+	}
+	return metav1.IsControlledBy(live, mc), nil
 }
 
 // releaseFinalizer removes the operator's finalizer and nothing else. It is
