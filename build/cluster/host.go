@@ -318,7 +318,9 @@ func mountNamespacePIDs(pid int) []int {
 	return out
 }
 
-func alive(pid int) bool {
+// Alive says whether pid runs: it exists and is not a zombie its parent has
+// not reaped yet.
+func Alive(pid int) bool {
 	if pid <= 0 || syscall.Kill(pid, 0) != nil {
 		return false
 	}
@@ -335,12 +337,12 @@ func alive(pid int) bool {
 
 // stop sends SIGTERM, then SIGKILL after grace, and waits for pid to die.
 func stop(pid int, grace time.Duration) {
-	if !alive(pid) {
+	if !Alive(pid) {
 		return
 	}
 	_ = syscall.Kill(pid, syscall.SIGTERM)
 	deadline := time.Now().Add(grace)
-	for alive(pid) {
+	for Alive(pid) {
 		if time.Now().After(deadline) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 			deadline = time.Now().Add(10 * time.Second)

@@ -58,7 +58,7 @@ func (n Node) pid(component string) int {
 func (n Node) PIDs() []int {
 	var out []int
 	for _, c := range []string{"kube-proxy", "kubelet", "containerd", "namespace"} {
-		if pid := n.pid(c); alive(pid) {
+		if pid := n.pid(c); Alive(pid) {
 			out = append(out, pid)
 		}
 	}
@@ -194,7 +194,7 @@ func (n Node) startNamespace() error {
 		return err
 	}
 	return waitFor(10*time.Second, "the node's mount namespace", func() error {
-		if !alive(n.pid("namespace")) {
+		if !Alive(n.pid("namespace")) {
 			return errors.New("its process exited; see " + n.path("logs", "namespace.log"))
 		}
 		_, err := os.Stat(n.path("pids", "namespace.ready"))
@@ -208,7 +208,7 @@ func (n Node) startContainerd() error {
 		return err
 	}
 	return waitFor(30*time.Second, "containerd", func() error {
-		if !alive(n.pid("containerd")) {
+		if !Alive(n.pid("containerd")) {
 			return errors.New("it exited; see " + n.path("logs", "containerd.log"))
 		}
 		args := n.inNode("ctr", "--address", containerdSocket, "version")
@@ -255,7 +255,7 @@ func (n Node) Stop() error {
 	if err := removeCgroup(n.Net.CgroupRoot(n.Index)); err != nil {
 		errs = append(errs, err)
 	}
-	if holder := n.pid("namespace"); alive(holder) {
+	if holder := n.pid("namespace"); Alive(holder) {
 		// containerd, its shims, and the holder itself.
 		for _, pid := range mountNamespacePIDs(holder) {
 			if pid != holder {

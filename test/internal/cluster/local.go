@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -102,7 +101,7 @@ func (l *Local) Delete() error {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for _, pid := range pids {
-		for alive(pid) {
+		for buildcluster.Alive(pid) {
 			if time.Now().After(deadline) {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 				errs = append(errs, fmt.Errorf("process %d of cluster %s survived its deletion", pid, l.Name))
@@ -112,21 +111,6 @@ func (l *Local) Delete() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// alive is a process that runs: not gone, and not a zombie its parent has
-// not reaped yet.
-func alive(pid int) bool {
-	if syscall.Kill(pid, 0) != nil {
-		return false
-	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }
 
 // PIDs are the cluster's own processes: its control plane's and its real

@@ -83,7 +83,7 @@ func (l *Local) Processes(comm string) map[string][]int {
 			continue
 		}
 		c, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
-		if err != nil || strings.TrimSpace(string(c)) != comm || !alive(pid) {
+		if err != nil || strings.TrimSpace(string(c)) != comm || !buildcluster.Alive(pid) {
 			continue
 		}
 		cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
