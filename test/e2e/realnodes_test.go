@@ -13,6 +13,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -158,13 +159,32 @@ spec: {size: 1, image: %q, podSecurity: {userID: Platform}}
 		}
 		return fmt.Errorf("no pod refused yet")
 	})
-	mc, err := cluster.Memcached(c, "default", "runs-as-root")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cluster.MemcachedCondition(mc, "Ready", "False", "") != nil {
-		t.Errorf("a Memcached whose pods the kubelet refuses is not reported not Ready: %v", mc.Object["status"])
-	}
+	// ...and the operator reports the kubelet's reason on the Memcached,
+	// through the RBAC it ships with (pods list and watch).
+	cluster.Eventually(t, waitFor, "the Memcached to report the kubelet's refusal", func() error {
+		mc, err := cluster.Memcached(c, "default", "runs-as-root")
+		if err != nil {
+			return err
+		}
+		if err := cluster.MemcachedCondition(mc, "Ready", "False", "PodsFailing"); err != nil {
+			return err
+		}
+		if err := cluster.MemcachedCondition(mc, "Stalled", "False", ""); err != nil {
+			return err
+		}
+		conditions, _, _ := unstructured.NestedSlice(mc.Object, "status", "conditions")
+		for _, raw := range conditions {
+			if cond, _ := raw.(map[string]any); cond["type"] == "Degraded" {
+				msg, _ := cond["message"].(string)
+				if !strings.Contains(msg, "CreateContainerConfigError") || !strings.Contains(msg, "will run as root") {
+					return fmt.Errorf("Degraded says %q, not the kubelet's reason", msg)
+				}
+				t.Logf("the Memcached reports: %s", msg)
+				return nil
+			}
+		}
+		return fmt.Errorf("no Degraded condition")
+	})
 	kubectl("delete", "memcached/runs-as-root", "--wait", "--timeout=60s")
 
 	// Deleting the Memcached stops its processes.

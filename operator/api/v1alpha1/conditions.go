@@ -15,7 +15,8 @@ const (
 	ConditionProgressing = "Progressing"
 	// ConditionDegraded is True when the spec cannot be realised: the
 	// apiserver rejects an owned object, the Deployment cannot create pods,
-	// or the rollout exceeded its deadline.
+	// the scheduler or the kubelet refuses a pod, or the rollout exceeded its
+	// deadline.
 	ConditionDegraded = "Degraded"
 	// ConditionStalled is True when the operator cannot make progress
 	// without someone changing the spec or the cluster (a rejected object, a
@@ -65,6 +66,16 @@ const (
 	// ReasonProgressDeadlineExceeded mirrors the Deployment's reason when its
 	// rollout stalls (image pull errors, crash loops, unschedulable pods).
 	ReasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
+	// ReasonPodsUnschedulable: the scheduler finds no node for a pod (too
+	// few nodes for hard anti-affinity, a node selector nothing matches,
+	// taints, resources). The message is the scheduler's.
+	ReasonPodsUnschedulable = "PodsUnschedulable"
+	// ReasonPodsFailing: the kubelet cannot start or keep running a pod's
+	// container: an image it cannot pull, a container it refuses to create
+	// (an image that runs as root under runAsNonRoot), a crash loop. The
+	// message is the kubelet's. It degrades but does not stall: the kubelet
+	// keeps retrying, and a registry or Secret that comes back heals it.
+	ReasonPodsFailing = "PodsFailing"
 )
 
 // Finalizer is set on every Memcached so that deleting it removes the owned

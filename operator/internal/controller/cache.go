@@ -19,7 +19,8 @@ import (
 // labelled as managed by this operator are cached (a cluster's other
 // Deployments, Services and budgets never enter memory), managedFields, often
 // the largest part of an object, are dropped before caching, and so are the
-// Deployments' pod templates (see dropPodTemplate). An empty namespaces list
+// Deployments' pod templates (see dropPodTemplate); pods are cached reduced
+// to what explains a refusal (see slimPod). An empty namespaces list
 // watches the whole cluster.
 func CacheOptions(namespaces []string) cache.Options {
 	managed := labels.SelectorFromSet(labels.Set{resources.LabelManagedBy: resources.ManagedBy})
@@ -29,6 +30,7 @@ func CacheOptions(namespaces []string) cache.Options {
 			&appsv1.Deployment{}:            {Label: managed, Transform: dropPodTemplate},
 			&corev1.Service{}:               {Label: managed},
 			&policyv1.PodDisruptionBudget{}: {Label: managed},
+			&corev1.Pod{}:                   {Label: managed, Transform: slimPod},
 		},
 	}
 	if len(namespaces) > 0 {

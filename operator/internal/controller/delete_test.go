@@ -90,7 +90,7 @@ func TestFinalizeAfterTheCollectorOrphanedKeepsTheObjects(t *testing.T) {
 	g := NewWithT(t)
 	mc := newMemcached(unmanagedNamespace, "collected", 2)
 	createUnmanaged(t, mc)
-	r := &MemcachedReconciler{Client: k8sClient, APIReader: k8sClient, Defaults: testDefaults}
+	r := &MemcachedReconciler{Client: podsFromCache{k8sClient}, APIReader: k8sClient, Defaults: testDefaults}
 	reconcile := func() {
 		t.Helper()
 		_, err := r.Reconcile(testCtx, ctrl.Request{NamespacedName: key(mc)})

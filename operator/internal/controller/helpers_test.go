@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -176,4 +177,17 @@ func createUnmanaged(t *testing.T, mc *cachev1alpha1.Memcached) {
 			_ = k8sClient.Delete(testCtx, obj)
 		}
 	})
+}
+
+// podsFromCache lists pods from the manager's cache, which holds the
+// instance index the reconciler lists them by; everything else goes to the
+// wrapped client. It lets a test drive a reconciler of its own over a
+// direct client.
+type podsFromCache struct{ client.Client }
+
+func (c podsFromCache) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if _, ok := list.(*corev1.PodList); ok {
+		return reconciler.List(ctx, list, opts...)
+	}
+	return c.Client.List(ctx, list, opts...)
 }

@@ -39,7 +39,7 @@ func TestObjectsMissingFromTheCacheAreReadAsMetadata(t *testing.T) {
 	ctx := testCtx
 	mc := newMemcached(unmanagedNamespace, "lagging", 2)
 	createUnmanaged(t, mc)
-	r := &MemcachedReconciler{Client: ownedNotCached{k8sClient}, APIReader: k8sClient, Defaults: testDefaults}
+	r := &MemcachedReconciler{Client: podsFromCache{ownedNotCached{k8sClient}}, APIReader: k8sClient, Defaults: testDefaults}
 	reconcile := func() {
 		t.Helper()
 		_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: key(mc)})

@@ -81,14 +81,16 @@ type MemcachedReconciler struct {
 	verified      *verifiedTemplates
 }
 
-// The RBAC below is all the operator gets. It never reads Secrets or Pods:
-// status comes from the Deployment's own status.
+// The RBAC below is all the operator gets. It never reads Secrets; it
+// reads pods only to report why one cannot run (pods.go), and never writes
+// them: status comes from the Deployment's own status.
 //
 // +kubebuilder:rbac:groups=cache.example.com,resources=memcacheds,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=cache.example.com,resources=memcacheds/status,verbs=get;patch
 // +kubebuilder:rbac:groups=cache.example.com,resources=memcacheds/finalizers,verbs=update
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=list;watch
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -178,7 +180,11 @@ func (r *MemcachedReconciler) reconcile(ctx context.Context, before, mc *cachev1
 		if !wasPaused(before) {
 			r.event(ctx, mc, nil, corev1.EventTypeNormal, EventPaused, "Pause", "spec.paused is true: owned objects are left as they are")
 		}
-		summarize(mc, cur.liveDeployment(), nil)
+		pods, err := r.podsReport(ctx, mc, cur.liveDeployment())
+		if err != nil {
+			return err
+		}
+		summarize(mc, cur.liveDeployment(), pods, nil)
 		return nil
 	}
 	if wasPaused(before) {
@@ -186,8 +192,23 @@ func (r *MemcachedReconciler) reconcile(ctx context.Context, before, mc *cachev1
 	}
 
 	applyErr := r.applyOwned(ctx, before, mc, cur)
-	summarize(mc, cur.liveDeployment(), applyErr)
-	return applyErr
+	pods, err := r.podsReport(ctx, mc, cur.liveDeployment())
+	summarize(mc, cur.liveDeployment(), pods, applyErr)
+	return errors.Join(applyErr, err)
+}
+
+// podsReport reads why mc's pods cannot run, while its Deployment has pods
+// that are not ready or not updated; a Deployment with all its pods ready
+// has nothing to explain, and the read is skipped.
+func (r *MemcachedReconciler) podsReport(ctx context.Context, mc *cachev1alpha1.Memcached, dep *appsv1.Deployment) (podsReport, error) {
+	if dep == nil || mc.GetSize() == 0 {
+		return podsReport{}, nil
+	}
+	if reason, _ := rollout(dep, mc.GetSize()); reason == "" {
+		return podsReport{}, nil
+	}
+	reason, message, err := r.readPodsTrouble(ctx, mc)
+	return podsReport{reason: reason, message: message}, err
 }
 
 // readOwned reads the objects named after mc. The cache holds only objects
@@ -554,6 +575,9 @@ func (r *MemcachedReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.APIReader == nil {
 		r.APIReader = mgr.GetAPIReader()
 	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Pod{}, podInstanceIndex, podInstance); err != nil {
+		return fmt.Errorf("index pods by instance: %w", err)
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&cachev1alpha1.Memcached{}, builder.WithPredicates(
 			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, r.changedByOthers()))).
@@ -568,6 +592,8 @@ func (r *MemcachedReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&policyv1.PodDisruptionBudget{}, builder.WithPredicates(ignoreCreates, predicate.Or(
 			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{},
 			ownerReferencesChanged))).
+		// Pods only when a refusal appears, changes or goes away (pods.go).
+		Watches(&corev1.Pod{}, podOwner, builder.WithPredicates(podTroubleChanged)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.MaxConcurrentReconciles, 1)}).
 		Named("memcached").
 		Complete(r)

@@ -41,7 +41,7 @@ func TestStaleCacheCannotLeaveAWrongStatus(t *testing.T) {
 	mc := newMemcached(unmanagedNamespace, "stale", 2)
 	createUnmanaged(t, mc)
 	reads := &staleReads{Client: k8sClient}
-	r := &MemcachedReconciler{Client: reads, APIReader: k8sClient, Defaults: testDefaults}
+	r := &MemcachedReconciler{Client: podsFromCache{reads}, APIReader: k8sClient, Defaults: testDefaults}
 	reconcile := func() {
 		t.Helper()
 		_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: key(mc)})

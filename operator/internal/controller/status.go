@@ -14,11 +14,16 @@ import (
 	"github.com/example/memcached-operator/operator/internal/resources"
 )
 
+// podsReport is what a Memcached's pods say about why they cannot run
+// (podsTrouble); empty when none is troubled or they were not read.
+type podsReport struct{ reason, message string }
+
 // summarize writes mc.Status from the Deployment as the apiserver holds it
-// (nil when it does not exist) and from the outcome of this reconcile. It is
-// pure: the same inputs give the same status, so a reconcile that finds
-// nothing new produces an identical status and no write.
-func summarize(mc *cachev1alpha1.Memcached, dep *appsv1.Deployment, applyErr error) {
+// (nil when it does not exist), from its pods' trouble and from the outcome
+// of this reconcile. It is pure: the same inputs give the same status, so a
+// reconcile that finds nothing new produces an identical status and no
+// write.
+func summarize(mc *cachev1alpha1.Memcached, dep *appsv1.Deployment, pods podsReport, applyErr error) {
 	gen := mc.Generation
 	size := mc.GetSize()
 
@@ -41,7 +46,7 @@ func summarize(mc *cachev1alpha1.Memcached, dep *appsv1.Deployment, applyErr err
 		})
 	}
 
-	degradedReason, degradedMessage, stalled := degraded(dep, applyErr)
+	degradedReason, degradedMessage, stalled := degraded(dep, pods, applyErr)
 	if degradedReason != "" {
 		set(cachev1alpha1.ConditionDegraded, metav1.ConditionTrue, degradedReason, degradedMessage)
 	} else {
@@ -93,8 +98,10 @@ func summarize(mc *cachev1alpha1.Memcached, dep *appsv1.Deployment, applyErr err
 // forbidden, a name taken by someone else's object, pods the cluster refuses
 // to create and an exceeded rollout deadline stall; other apply errors
 // (timeouts, conflicts, an apiserver restart) only degrade, since a retry
-// may pass.
-func degraded(dep *appsv1.Deployment, applyErr error) (reason, message string, stalled bool) {
+// may pass. So do pods the scheduler or the kubelet refuses: both retry on
+// their own, until the rollout deadline turns it into a stall, whose
+// message then carries the pods' reason too.
+func degraded(dep *appsv1.Deployment, pods podsReport, applyErr error) (reason, message string, stalled bool) {
 	if applyErr != nil {
 		var taken *resourceExistsError
 		switch {
@@ -115,7 +122,13 @@ func degraded(dep *appsv1.Deployment, applyErr error) (reason, message string, s
 	}
 	if c := deploymentCondition(dep, appsv1.DeploymentProgressing); c != nil &&
 		c.Status == corev1.ConditionFalse && c.Reason == cachev1alpha1.ReasonProgressDeadlineExceeded {
+		if pods.reason != "" {
+			return cachev1alpha1.ReasonProgressDeadlineExceeded, c.Message + " " + pods.message, true
+		}
 		return cachev1alpha1.ReasonProgressDeadlineExceeded, c.Message, true
+	}
+	if pods.reason != "" {
+		return pods.reason, pods.message, false
 	}
 	return "", "", false
 }

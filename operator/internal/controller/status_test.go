@@ -39,10 +39,13 @@ func TestSummarize(t *testing.T) {
 		name       string
 		paused     bool
 		dep        *appsv1.Deployment
+		pods       podsReport
 		applyErr   error
 		wantReady  metav1.ConditionStatus
 		wantReason string
-		want       map[string]metav1.ConditionStatus
+		// wantMessage is a part of the Ready message, when set.
+		wantMessage string
+		want        map[string]metav1.ConditionStatus
 	}{
 		{
 			name: "no Deployment yet", dep: nil,
@@ -99,6 +102,27 @@ func TestSummarize(t *testing.T) {
 			want: map[string]metav1.ConditionStatus{"Degraded": "True", "Stalled": "True"},
 		},
 		{
+			name:      "the kubelet refuses a pod",
+			dep:       deployment(3, func(s *appsv1.DeploymentStatus) { s.ReadyReplicas, s.AvailableReplicas = 2, 2 }),
+			pods:      podsReport{reason: cachev1alpha1.ReasonPodsFailing, message: "1 of 3 pods cannot run; pod m-x, container memcached: CreateContainerConfigError: container has runAsNonRoot and image will run as root"},
+			wantReady: metav1.ConditionFalse, wantReason: cachev1alpha1.ReasonPodsFailing, wantMessage: "will run as root",
+			want: map[string]metav1.ConditionStatus{"Degraded": "True", "Stalled": "False", "Progressing": "True", "Available": "True"},
+		},
+		{
+			name: "refused pods past the rollout deadline stall, with the pods' reason",
+			dep: deployment(3, func(s *appsv1.DeploymentStatus) {
+				s.ReadyReplicas = 2
+				s.Conditions = append(s.Conditions, appsv1.DeploymentCondition{
+					Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse,
+					Reason: "ProgressDeadlineExceeded", Message: `ReplicaSet "x" has timed out progressing.`,
+				})
+			}),
+			pods:      podsReport{reason: cachev1alpha1.ReasonPodsUnschedulable, message: "1 of 3 pods cannot run; pod m-x cannot be scheduled: 0/2 nodes are available"},
+			wantReady: metav1.ConditionFalse, wantReason: cachev1alpha1.ReasonProgressDeadlineExceeded,
+			wantMessage: `has timed out progressing. 1 of 3 pods cannot run; pod m-x cannot be scheduled`,
+			want:        map[string]metav1.ConditionStatus{"Degraded": "True", "Stalled": "True"},
+		},
+		{
 			name: "apply failed for a reason that may pass", dep: deployment(3, nil), applyErr: errors.New("the server was unable to return a response in the time allotted"),
 			wantReady: metav1.ConditionFalse, wantReason: cachev1alpha1.ReasonApplyFailed,
 			want: map[string]metav1.ConditionStatus{"Degraded": "True", "Stalled": "False", "Available": "True"},
@@ -138,7 +162,7 @@ func TestSummarize(t *testing.T) {
 				ObjectMeta: metav1.ObjectMeta{Name: "m", Namespace: "ns", Generation: 7},
 				Spec:       cachev1alpha1.MemcachedSpec{Size: ptr.To[int32](3), Paused: tt.paused},
 			}
-			summarize(mc, tt.dep, tt.applyErr)
+			summarize(mc, tt.dep, tt.pods, tt.applyErr)
 
 			g.Expect(mc.Status.ObservedGeneration).To(Equal(int64(7)))
 			g.Expect(mc.Status.Conditions).To(HaveLen(5))
@@ -149,6 +173,7 @@ func TestSummarize(t *testing.T) {
 			ready := meta.FindStatusCondition(mc.Status.Conditions, cachev1alpha1.ConditionReady)
 			g.Expect(ready.Status).To(Equal(tt.wantReady))
 			g.Expect(ready.Reason).To(Equal(tt.wantReason))
+			g.Expect(ready.Message).To(ContainSubstring(tt.wantMessage))
 			for condType, status := range tt.want {
 				g.Expect(meta.FindStatusCondition(mc.Status.Conditions, condType).Status).To(Equal(status), condType)
 			}
@@ -161,8 +186,8 @@ func TestSummarize(t *testing.T) {
 func TestSummarizeIsStable(t *testing.T) {
 	g := NewWithT(t)
 	mc := &cachev1alpha1.Memcached{ObjectMeta: metav1.ObjectMeta{Name: "m", Namespace: "ns", Generation: 1}}
-	summarize(mc, deployment(1, nil), nil)
+	summarize(mc, deployment(1, nil), podsReport{}, nil)
 	first := mc.Status.DeepCopy()
-	summarize(mc, deployment(1, nil), nil)
+	summarize(mc, deployment(1, nil), podsReport{}, nil)
 	g.Expect(mc.Status).To(Equal(*first))
 }

@@ -145,7 +145,7 @@ func TestPodTemplateIsReadOnlyWhenItChanged(t *testing.T) {
 	newReconciler := func() (*MemcachedReconciler, *deploymentReads) {
 		// The manager's own reader: protobuf, as in production.
 		reads := &deploymentReads{Reader: reconciler.APIReader}
-		return &MemcachedReconciler{Client: templatelessReads{Client: k8sClient, applies: &applies}, APIReader: reads, Defaults: testDefaults}, reads
+		return &MemcachedReconciler{Client: podsFromCache{templatelessReads{Client: k8sClient, applies: &applies}}, APIReader: reads, Defaults: testDefaults}, reads
 	}
 	updates := func() float64 {
 		return testutil.ToFloat64(metrics.OwnedWrites.WithLabelValues("Deployment", metrics.WriteUpdated))
