@@ -16,6 +16,12 @@ GO_PACKAGES := $(addprefix ./,$(addsuffix /...,$(GO_MODULES)))
 # The real-memcached tier runs on its own, verbosely, so its figures (specs
 # tried and accepted, the seed) show in the output.
 MEMCACHED_TIER := ./test/memcached
+# The operator's suites run under the race detector: 16 reconcile workers
+# share the write tracker and the template record.
+RACE_PACKAGES := ./operator/...
+# What needs no bin/: the product modules, the generators and the test
+# harness's own unit tests; -short skips the envtest suites in them.
+UNIT_PACKAGES := ./operator/... ./krm-functions/set-image-replicas/... ./build/... ./test/internal/...
 
 CONTROLLER_GEN := $(BIN)/controller-gen
 GOLANGCI_LINT := $(BIN)/golangci-lint
@@ -193,9 +199,14 @@ promote: tools build ## Copy the image pins of FROM into TO and render them: mak
 ##@ Test
 
 .PHONY: test
-test: tools build lint test-deps ## Everything CI runs: lint, unit, golden and envtest suites, deployment proofs, e2e, real memcached.
-	go test -count=1 -timeout 30m $$(go list $(GO_PACKAGES) | grep -v '/test/memcached$$')
+test: tools build lint test-deps ## Everything CI runs: lint, unit, golden and envtest suites (the operator's with -race), deployment proofs, e2e, real memcached.
+	go test -race -count=1 -timeout 20m $(RACE_PACKAGES)
+	go test -count=1 -timeout 30m $$(go list $(GO_PACKAGES) | grep -v -e '/test/memcached$$' -e '/operator/')
 	$(MAKE) --no-print-directory test-memcached
+
+.PHONY: test-unit
+test-unit: ## The tests that need no bin/ (no toolchain, no cluster): seconds, for the edit-test loop.
+	go test -short -count=1 $(UNIT_PACKAGES)
 
 .PHONY: test-deps
 test-deps: ## Install what the tests run that is not a Go module (Debian's memcached, containerd, runc, CNI plugins, iptables, nftables; as root with apt-get).

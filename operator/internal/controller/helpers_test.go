@@ -33,6 +33,7 @@ const (
 // finalizer once more.
 func newNamespace(t *testing.T) string {
 	t.Helper()
+	needsEnvtest(t)
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "mc-" + rand.String(8)}}
 	if err := k8sClient.Create(testCtx, ns); err != nil {
 		t.Fatalf("create namespace: %v", err)
@@ -164,6 +165,7 @@ func eventReasons(g Gomega, mc *cachev1alpha1.Memcached) []string {
 // run again (-count).
 func createUnmanaged(t *testing.T, mc *cachev1alpha1.Memcached) {
 	t.Helper()
+	needsEnvtest(t)
 	NewWithT(t).Expect(k8sClient.Create(testCtx, mc)).To(Succeed())
 	t.Cleanup(func() {
 		cur := &cachev1alpha1.Memcached{}

@@ -76,6 +76,9 @@ type MemcachedReconciler struct {
 	// parallel. Zero means one.
 	MaxConcurrentReconciles int
 
+	// The write tracker and the template record are made on first use, by
+	// whichever of the workers comes first, so under a sync.Once each.
+	writesOnce    sync.Once
 	writes        *ownWrites
 	templatesOnce sync.Once
 	verified      *verifiedTemplates
@@ -134,9 +137,7 @@ func (r *MemcachedReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 const staleRetry = 200 * time.Millisecond
 
 func (r *MemcachedReconciler) tracker() *ownWrites {
-	if r.writes == nil {
-		r.writes = newOwnWrites()
-	}
+	r.writesOnce.Do(func() { r.writes = newOwnWrites() })
 	return r.writes
 }
 

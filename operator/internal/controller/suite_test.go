@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net/http"
 	"os"
@@ -49,7 +50,26 @@ const unmanagedNamespace = "unmanaged"
 var testDefaults = resources.Options{MemcachedImage: "memcached:1.6.39-alpine", ExporterImage: "quay.io/prometheus/memcached-exporter:v0.15.0"}
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		// make test-unit: the pure tests run, the envtest ones skip
+		// (needsEnvtest). make test never passes -short.
+		os.Exit(m.Run())
+	}
+	envtestStarted = true
 	os.Exit(runSuite(m))
+}
+
+// envtestStarted is false only under -short, when no control plane runs.
+var envtestStarted bool
+
+// needsEnvtest skips a test that needs the envtest control plane when
+// -short (make test-unit) left it out.
+func needsEnvtest(t *testing.T) {
+	t.Helper()
+	if !envtestStarted {
+		t.Skip("needs envtest (bin/kube-apiserver, bin/etcd); -short leaves it out: make test runs it")
+	}
 }
 
 func runSuite(m *testing.M) int {

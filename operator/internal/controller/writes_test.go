@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -140,4 +141,21 @@ func TestOwnWritesForgetsOldWrites(t *testing.T) {
 	g.Expect(w.reported("0")).To(BeZero(), "an entry past its lifetime is gone")
 	g.Expect(w.reported("new-299")).To(Equal(int64(1)))
 	g.Expect(len(w.last)).To(BeNumerically("<=", 300))
+}
+
+// The workers share one write tracker, made by whichever reconciles first
+// (make test runs this under -race).
+func TestTrackerIsMadeOnce(t *testing.T) {
+	r := &MemcachedReconciler{}
+	seen := make([]*ownWrites, 16)
+	var wg sync.WaitGroup
+	for i := range seen {
+		wg.Go(func() { seen[i] = r.tracker() })
+	}
+	wg.Wait()
+	for _, w := range seen {
+		if w != seen[0] {
+			t.Fatal("two workers got different write trackers")
+		}
+	}
 }

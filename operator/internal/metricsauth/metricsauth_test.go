@@ -113,6 +113,9 @@ func TestTTLCache(t *testing.T) {
 
 func startAPIServer(t *testing.T) *rest.Config {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("needs envtest (bin/kube-apiserver, bin/etcd); -short (make test-unit) leaves it out: make test runs it")
+	}
 	dir := os.Getenv("KUBEBUILDER_ASSETS")
 	if dir == "" {
 		dir = filepath.Join("..", "..", "..", "bin")
