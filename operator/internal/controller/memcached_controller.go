@@ -8,58 +8,37 @@
 // Deployments without their pod templates (cache.go); a template is read from
 // the apiserver only when its fingerprint is not one the operator verified
 // (templates.go, apply.go).
+//
+// One concern per file: memcached_controller.go the reconciler and its
+// watches, owned.go reading, applying and deleting the owned objects,
+// apply.go the server-side apply itself, status.go the conditions and the
+// status patch, pods.go why pods cannot run, predicates.go which events
+// reach the reconciler, events.go the events it records, finalizer.go and
+// uninstall.go deletion, writes.go and templates.go what the operator
+// remembers of its own writes, cache.go what the informers hold.
 package controller
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	cachev1alpha1 "github.com/example/memcached-operator/operator/api/v1alpha1"
 	"github.com/example/memcached-operator/operator/internal/metrics"
 	"github.com/example/memcached-operator/operator/internal/resources"
-)
-
-// Event reasons. Every change the operator makes is reported as an event on
-// the Memcached, with the changed object as the related object.
-const (
-	EventCreated        = "Created"
-	EventUpdated        = "Updated"
-	EventScaled         = "Scaled"
-	EventDeleted        = "Deleted"
-	EventOrphaned       = "Orphaned"
-	EventPaused         = "Paused"
-	EventResumed        = "Resumed"
-	EventApplyFailed    = "ApplyFailed"
-	EventDeleteFailed   = "DeleteFailed"
-	EventResourceExists = "ResourceExists"
 )
 
 // MemcachedReconciler reconciles Memcached objects.
@@ -146,28 +125,6 @@ func (r *MemcachedReconciler) templates() *verifiedTemplates {
 	return r.verified
 }
 
-// ownedObject is one object a Memcached owns, as read before the apply.
-type ownedObject struct {
-	kind string
-	// live is the object as the apiserver holds it; empty when missing.
-	live client.Object
-	// exists: live is the object and this Memcached controls it.
-	exists bool
-	// takenBy is set when an object of that name exists and this Memcached
-	// does not control it: the operator leaves it alone.
-	takenBy *resourceExistsError
-	// metadataOnly: the object was missing from the cache and was read from
-	// the apiserver, metadata only; live has no spec or status to compare.
-	metadataOnly bool
-}
-
-// owned is what the cluster holds of the objects a Memcached owns.
-type owned struct {
-	deployment, service, pdb ownedObject
-}
-
-func (o *owned) all() []*ownedObject { return []*ownedObject{&o.deployment, &o.service, &o.pdb} }
-
 func (r *MemcachedReconciler) reconcile(ctx context.Context, before, mc *cachev1alpha1.Memcached) error {
 	cur, err := r.readOwned(ctx, mc, resources.PodDisruptionBudget(mc) != nil)
 	if err != nil {
@@ -210,360 +167,6 @@ func (r *MemcachedReconciler) podsReport(ctx context.Context, mc *cachev1alpha1.
 	}
 	reason, message, err := r.readPodsTrouble(ctx, mc)
 	return podsReport{reason: reason, message: message}, err
-}
-
-// readOwned reads the objects named after mc. The cache holds only objects
-// carrying the operator's labels, so an object missing from it is looked up
-// in the apiserver before anything is created: a same-named object without
-// the labels (a cache being migrated to the operator, say) must be seen, or
-// the forced apply would silently take it over. That lookup asks for the
-// metadata only: who controls the object is all it decides, and for every
-// new Memcached it runs three times and finds nothing. The budget is read
-// only when it is wanted or may have to be deleted.
-func (r *MemcachedReconciler) readOwned(ctx context.Context, mc *cachev1alpha1.Memcached, wantPDB bool) (*owned, error) {
-	cur := &owned{
-		deployment: ownedObject{kind: "Deployment", live: &appsv1.Deployment{}},
-		service:    ownedObject{kind: "Service", live: &corev1.Service{}},
-		pdb:        ownedObject{kind: "PodDisruptionBudget", live: &policyv1.PodDisruptionBudget{}},
-	}
-	key := types.NamespacedName{Namespace: mc.Namespace, Name: mc.Name}
-	for _, o := range cur.all() {
-		if err := r.readOne(ctx, mc, key, o, o != &cur.pdb || wantPDB); err != nil {
-			return nil, err
-		}
-	}
-	return cur, nil
-}
-
-func (r *MemcachedReconciler) readOne(ctx context.Context, mc *cachev1alpha1.Memcached, key types.NamespacedName, o *ownedObject, wanted bool) error {
-	err := r.Get(ctx, key, o.live)
-	if apierrors.IsNotFound(err) && wanted && r.APIReader != nil {
-		err = r.readMetadata(ctx, key, o)
-	}
-	switch {
-	case apierrors.IsNotFound(err):
-		return nil
-	case err != nil:
-		return fmt.Errorf("read %s %s: %w", o.kind, key.Name, err)
-	case metav1.IsControlledBy(o.live, mc), isOwnOrphan(o.live, mc):
-		o.exists = true
-	default:
-		o.takenBy = &resourceExistsError{kind: o.kind, name: key.Name, owner: metav1.GetControllerOf(o.live)}
-	}
-	return nil
-}
-
-// readMetadata reads an owned object's metadata from the apiserver into
-// o.live.
-func (r *MemcachedReconciler) readMetadata(ctx context.Context, key types.NamespacedName, o *ownedObject) error {
-	gvk, err := apiutil.GVKForObject(o.live, r.Scheme())
-	if err != nil {
-		return err
-	}
-	m := &metav1.PartialObjectMetadata{}
-	m.SetGroupVersionKind(gvk)
-	if err := r.APIReader.Get(ctx, key, m); err != nil {
-		return err
-	}
-	switch live := o.live.(type) {
-	case *appsv1.Deployment:
-		live.ObjectMeta = m.ObjectMeta
-	case *corev1.Service:
-		live.ObjectMeta = m.ObjectMeta
-	case *policyv1.PodDisruptionBudget:
-		live.ObjectMeta = m.ObjectMeta
-	default:
-		return fmt.Errorf("read metadata of %T: not an owned kind", o.live)
-	}
-	o.metadataOnly = true
-	return nil
-}
-
-// isOwnOrphan tells whether obj is one of mc's objects that lost its owner
-// reference (edited away by hand, or orphaned when an earlier Memcached of
-// that name was deleted with propagationPolicy Orphan): it has no controller
-// and carries every label the operator puts on mc's objects, managed-by
-// included. The operator adopts it, as a ReplicaSet adopts the orphaned pods
-// its selector matches; the apply puts the owner reference back. An object
-// without those labels (another tool's cache of the same name) is still left
-// alone.
-func isOwnOrphan(obj client.Object, mc *cachev1alpha1.Memcached) bool {
-	if metav1.GetControllerOf(obj) != nil || !obj.GetDeletionTimestamp().IsZero() {
-		return false
-	}
-	return labels.SelectorFromSet(resources.Labels(mc)).Matches(labels.Set(obj.GetLabels()))
-}
-
-func (o *owned) liveDeployment() *appsv1.Deployment {
-	if !o.deployment.exists {
-		return nil
-	}
-	return o.deployment.live.(*appsv1.Deployment)
-}
-
-// resourceExistsError: an object the operator would create exists and is
-// not controlled by the Memcached.
-type resourceExistsError struct {
-	kind, name string
-	owner      *metav1.OwnerReference
-}
-
-// isResourceExists tells whether err is or wraps a resourceExistsError.
-func isResourceExists(err error) bool {
-	var e *resourceExistsError
-	return errors.As(err, &e)
-}
-
-func (e *resourceExistsError) Error() string {
-	by := "no controller"
-	if e.owner != nil {
-		by = "controller " + e.owner.Kind + "/" + e.owner.Name
-	}
-	return fmt.Sprintf("%s %s already exists and is not controlled by this Memcached (%s): the operator leaves it alone; delete or rename it, or rename the Memcached", e.kind, e.name, by)
-}
-
-// applyOwned adds the finalizer and applies the Deployment, Service and
-// PodDisruptionBudget, all at once: they are independent requests, and a
-// reconcile that waited for each in turn would spend most of its time in
-// round trips. It deletes the budget when it is no longer wanted, and carries
-// on after a failure so that one rejected object does not hold back the
-// others.
-func (r *MemcachedReconciler) applyOwned(ctx context.Context, before, mc *cachev1alpha1.Memcached, cur *owned) error {
-	type outcome struct {
-		changed bool
-		err     error
-	}
-	var oldReplicas int32
-	if d := cur.liveDeployment(); d != nil {
-		oldReplicas = ptr.Deref(d.Spec.Replicas, 0)
-	}
-	desired := []runtime.ApplyConfiguration{resources.Deployment(mc, r.Defaults), resources.Service(mc), nil}
-	if pdb := resources.PodDisruptionBudget(mc); pdb != nil {
-		desired[2] = pdb
-	}
-	objects := cur.all()
-	outcomes := make([]outcome, len(objects))
-	var finalizerErr error
-	var wg sync.WaitGroup
-	if !controllerutil.ContainsFinalizer(mc, cachev1alpha1.Finalizer) {
-		wg.Go(func() { finalizerErr = r.ensureFinalizer(ctx, before, mc) })
-	}
-	for i, o := range objects {
-		if desired[i] == nil || o.takenBy != nil {
-			continue
-		}
-		wg.Go(func() {
-			changed, err := r.applyIfChanged(ctx, desired[i], o)
-			outcomes[i] = outcome{changed: changed, err: err}
-		})
-	}
-	wg.Wait()
-
-	errs := []error{finalizerErr}
-	var created, updated []string
-	for i, o := range objects {
-		switch out := outcomes[i]; {
-		case o.takenBy != nil && desired[i] != nil:
-			r.event(ctx, mc, nil, corev1.EventTypeWarning, EventResourceExists, "Apply", "%s", o.takenBy.Error())
-			errs = append(errs, o.takenBy)
-		case out.err != nil:
-			errs = append(errs, r.applyFailed(ctx, mc, o.kind, out.err))
-		case !out.changed:
-		case o.exists:
-			updated = append(updated, o.kind)
-		default:
-			created = append(created, o.kind)
-			o.exists = true
-		}
-	}
-	if outcomes[0].changed && cur.deployment.exists && !cur.deployment.metadataOnly && oldReplicas != mc.GetSize() && slices.Contains(updated, "Deployment") {
-		r.event(ctx, mc, cur.deployment.live, corev1.EventTypeNormal, EventScaled, "Scale",
-			"scaled Deployment %s from %d to %d pods", mc.Name, oldReplicas, mc.GetSize())
-	}
-	if desired[2] == nil && cur.pdb.exists {
-		if err := r.deleteOwned(ctx, mc, cur.pdb.live); err != nil {
-			errs = append(errs, err)
-		} else {
-			cur.pdb.exists = false
-			r.event(ctx, mc, cur.pdb.live, corev1.EventTypeNormal, EventDeleted, "Delete",
-				"deleted PodDisruptionBudget %s: it is no longer wanted", mc.Name)
-		}
-	}
-
-	// A write after the spec was already reconciled undoes someone else's
-	// change: a drift heal. The cached status may not show the operator's
-	// own last report yet.
-	healing := before.Status.ObservedGeneration == mc.Generation || r.tracker().reported(mc.UID) == mc.Generation
-	for _, kinds := range []struct {
-		reason string
-		kinds  []string
-	}{{metrics.WriteCreated, created}, {metrics.WriteUpdated, updated}} {
-		for _, kind := range kinds.kinds {
-			metrics.OwnedWrites.WithLabelValues(kind, kinds.reason).Inc()
-			if healing {
-				metrics.DriftHeals.WithLabelValues(kind).Inc()
-			}
-		}
-	}
-
-	// One event per kind of change and reconcile: a new Memcached is one
-	// "Created" event, not three.
-	if len(created) > 0 {
-		r.event(ctx, mc, nil, corev1.EventTypeNormal, EventCreated, "Create", "created %s %s", strings.Join(created, ", "), mc.Name)
-	}
-	if len(updated) > 0 {
-		r.event(ctx, mc, nil, corev1.EventTypeNormal, EventUpdated, "Update", "updated %s %s to match the spec", strings.Join(updated, ", "), mc.Name)
-	}
-	return errors.Join(errs...)
-}
-
-// applyFailed reports a rejected apply. The apiserver's message (for example
-// an admission or validation error on the pod template) goes into the event
-// and, through the returned error, into the Degraded condition.
-func (r *MemcachedReconciler) applyFailed(ctx context.Context, mc *cachev1alpha1.Memcached, kind string, err error) error {
-	err = fmt.Errorf("apply %s %s: %w", kind, mc.Name, err)
-	if !apierrors.IsConflict(err) {
-		r.event(ctx, mc, nil, corev1.EventTypeWarning, EventApplyFailed, "Apply", "%s", err.Error())
-	}
-	return err
-}
-
-// deleteOwned deletes obj if it still is the object that was read, so that a
-// replacement created meanwhile by someone else is left alone.
-func (r *MemcachedReconciler) deleteOwned(ctx context.Context, mc *cachev1alpha1.Memcached, obj client.Object) error {
-	uid := obj.GetUID()
-	err := r.Delete(ctx, obj, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
-	if err != nil && !apierrors.IsNotFound(err) {
-		err = fmt.Errorf("delete %s %s: %w", kindOf(obj), obj.GetName(), err)
-		r.event(ctx, mc, obj, corev1.EventTypeWarning, EventDeleteFailed, "Delete", "%s", err.Error())
-		return err
-	}
-	if err == nil {
-		metrics.OwnedWrites.WithLabelValues(kindOf(obj), metrics.WriteDeleted).Inc()
-	}
-	return nil
-}
-
-func kindOf(obj client.Object) string {
-	switch obj.(type) {
-	case *appsv1.Deployment:
-		return "Deployment"
-	case *corev1.Service:
-		return "Service"
-	case *policyv1.PodDisruptionBudget:
-		return "PodDisruptionBudget"
-	}
-	return fmt.Sprintf("%T", obj)
-}
-
-// patchStatus writes status if the reconcile changed it, and reports
-// whether the reconcile should run again because the cache was behind.
-//
-// The decision is made against fresh data: when the cached Memcached may
-// predate the operator's own last write, the apiserver's copy is read
-// first, so that an unchanged-looking status is never skipped while the
-// apiserver holds another one. The merge patch carries the resourceVersion
-// it was computed against, so a patch based on a stale copy fails with a
-// conflict instead of mixing old and new fields; the reconcile then runs
-// again.
-func (r *MemcachedReconciler) patchStatus(ctx context.Context, before, mc *cachev1alpha1.Memcached) (bool, error) {
-	if r.tracker().mayBeStale(mc.UID, before.ResourceVersion) && r.APIReader != nil {
-		fresh := &cachev1alpha1.Memcached{}
-		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(mc), fresh); err != nil {
-			return false, client.IgnoreNotFound(fmt.Errorf("read status: %w", err))
-		}
-		if fresh.UID != mc.UID || fresh.Generation != mc.Generation {
-			// A newer spec: its own watch event reconciles it.
-			return false, nil
-		}
-		before = fresh
-		mc.ResourceVersion = fresh.ResourceVersion
-	}
-	if equality.Semantic.DeepEqual(before.Status, mc.Status) {
-		return false, nil
-	}
-	r.tracker().writingStatus(mc.UID, &mc.Status)
-	err := r.Status().Patch(ctx, mc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
-	switch {
-	case apierrors.IsConflict(err):
-		return true, nil
-	case err != nil:
-		return false, client.IgnoreNotFound(fmt.Errorf("patch status: %w", err))
-	}
-	r.tracker().record(mc.UID, mc.ResourceVersion, mc.Status.ObservedGeneration)
-	return false, nil
-}
-
-func wasPaused(mc *cachev1alpha1.Memcached) bool {
-	c := meta.FindStatusCondition(mc.Status.Conditions, cachev1alpha1.ConditionProgressing)
-	return c != nil && c.Reason == cachev1alpha1.ReasonPaused
-}
-
-// ignoreCreates drops create events. Every Memcached is reconciled at
-// start-up through its own create event, which covers its owned objects.
-var ignoreCreates = predicate.Funcs{CreateFunc: func(event.CreateEvent) bool { return false }}
-
-// ownerReferencesChanged passes updates that change an object's owner
-// references: a removed owner reference is drift the operator puts back.
-var ownerReferencesChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-	return !equality.Semantic.DeepEqual(e.ObjectOld.GetOwnerReferences(), e.ObjectNew.GetOwnerReferences())
-}}
-
-// event records an event on mc and logs the same line, so `kubectl events`
-// and the manager's log tell one story.
-func (r *MemcachedReconciler) event(ctx context.Context, mc *cachev1alpha1.Memcached, related runtime.Object, eventType, reason, action, note string, args ...any) {
-	msg := fmt.Sprintf(note, args...)
-	if eventType == corev1.EventTypeWarning {
-		log.FromContext(ctx).Error(nil, msg, "reason", reason)
-	} else {
-		log.FromContext(ctx).Info(msg, "reason", reason)
-	}
-	if r.Recorder != nil {
-		r.Recorder.Eventf(mc, related, eventType, reason, action, "%s", msg)
-	}
-}
-
-// changedByOthers passes Memcached updates that the operator did not make
-// itself and that change more than the spec: a status edited by hand, a
-// finalizer or label added by another client. The operator's own writes are
-// recognised by their resourceVersion once their response has arrived, and
-// by their content before that (the watch event often comes first): the
-// finalizer added, or the status the operator is writing. Without the
-// second test half the new Memcacheds were reconciled twice.
-func (r *MemcachedReconciler) changedByOthers() predicate.Funcs {
-	return predicate.Funcs{
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			cur, ok := e.ObjectNew.(*cachev1alpha1.Memcached)
-			old, okOld := e.ObjectOld.(*cachev1alpha1.Memcached)
-			if !ok || !okOld {
-				return true
-			}
-			if r.tracker().isOwn(cur.UID, cur.ResourceVersion) {
-				return false
-			}
-			return !r.onlyOwnChanges(old, cur)
-		},
-	}
-}
-
-// onlyOwnChanges reports whether cur differs from old only by what the
-// operator writes: its finalizer added, the status it is writing.
-func (r *MemcachedReconciler) onlyOwnChanges(old, cur *cachev1alpha1.Memcached) bool {
-	if old.Generation != cur.Generation || !maps.Equal(old.Labels, cur.Labels) || !maps.Equal(old.Annotations, cur.Annotations) ||
-		!equality.Semantic.DeepEqual(old.OwnerReferences, cur.OwnerReferences) || !old.DeletionTimestamp.Equal(cur.DeletionTimestamp) {
-		return false
-	}
-	if !slices.Equal(old.Finalizers, cur.Finalizers) && !onlyOurFinalizerAdded(old.Finalizers, cur.Finalizers) {
-		return false
-	}
-	return equality.Semantic.DeepEqual(old.Status, cur.Status) || r.tracker().wroteStatus(cur.UID, &cur.Status)
-}
-
-// onlyOurFinalizerAdded: cur is old with the operator's finalizer added.
-func onlyOurFinalizerAdded(old, cur []string) bool {
-	ours := func(f string) bool { return f == cachev1alpha1.Finalizer }
-	return !slices.ContainsFunc(old, ours) && slices.ContainsFunc(cur, ours) &&
-		slices.Equal(slices.DeleteFunc(slices.Clone(cur), ours), old)
 }
 
 // SetupWithManager registers the controller. Memcached events pass when the

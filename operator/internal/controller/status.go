@@ -1,14 +1,17 @@
 package controller
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1alpha1 "github.com/example/memcached-operator/operator/api/v1alpha1"
 	"github.com/example/memcached-operator/operator/internal/resources"
@@ -160,4 +163,47 @@ func deploymentCondition(dep *appsv1.Deployment, t appsv1.DeploymentConditionTyp
 		}
 	}
 	return nil
+}
+
+// patchStatus writes status if the reconcile changed it, and reports
+// whether the reconcile should run again because the cache was behind.
+//
+// The decision is made against fresh data: when the cached Memcached may
+// predate the operator's own last write, the apiserver's copy is read
+// first, so that an unchanged-looking status is never skipped while the
+// apiserver holds another one. The merge patch carries the resourceVersion
+// it was computed against, so a patch based on a stale copy fails with a
+// conflict instead of mixing old and new fields; the reconcile then runs
+// again.
+func (r *MemcachedReconciler) patchStatus(ctx context.Context, before, mc *cachev1alpha1.Memcached) (bool, error) {
+	if r.tracker().mayBeStale(mc.UID, before.ResourceVersion) && r.APIReader != nil {
+		fresh := &cachev1alpha1.Memcached{}
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(mc), fresh); err != nil {
+			return false, client.IgnoreNotFound(fmt.Errorf("read status: %w", err))
+		}
+		if fresh.UID != mc.UID || fresh.Generation != mc.Generation {
+			// A newer spec: its own watch event reconciles it.
+			return false, nil
+		}
+		before = fresh
+		mc.ResourceVersion = fresh.ResourceVersion
+	}
+	if equality.Semantic.DeepEqual(before.Status, mc.Status) {
+		return false, nil
+	}
+	r.tracker().writingStatus(mc.UID, &mc.Status)
+	err := r.Status().Patch(ctx, mc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+	switch {
+	case apierrors.IsConflict(err):
+		return true, nil
+	case err != nil:
+		return false, client.IgnoreNotFound(fmt.Errorf("patch status: %w", err))
+	}
+	r.tracker().record(mc.UID, mc.ResourceVersion, mc.Status.ObservedGeneration)
+	return false, nil
+}
+
+func wasPaused(mc *cachev1alpha1.Memcached) bool {
+	c := meta.FindStatusCondition(mc.Status.Conditions, cachev1alpha1.ConditionProgressing)
+	return c != nil && c.Reason == cachev1alpha1.ReasonPaused
 }
