@@ -52,7 +52,7 @@ generate: tools ## Generate the API's deepcopy code from its markers.
 
 .PHONY: manifests
 manifests: tools ## Generate the CRD and RBAC role from the operator's markers, then everything made from deploy/: monitoring objects, alerts and dashboard, Helm chart, OLM bundle and catalog.
-	cd operator && $(CONTROLLER_GEN) rbac:roleName=memcached-operator-manager-role crd paths=./... \
+	cd operator && $(CONTROLLER_GEN) rbac:roleName=memcached-operator-manager-role,headerFile=hack/boilerplate.yaml.txt crd:headerFile=hack/boilerplate.yaml.txt paths=./... \
 		output:crd:artifacts:config=../deploy/crd/bases output:rbac:artifacts:config=../deploy/rbac
 	go run ./build/cmd/generate prometheus helm-chart bundle catalog
 
