@@ -11,7 +11,7 @@ BIN := $(CURDIR)/bin
 export KUBEBUILDER_ASSETS := $(BIN)
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
-GO_MODULES := operator krm-functions/set-image-replicas build test
+GO_MODULES := operator krm-functions/set-image-replicas hack test
 GO_PACKAGES := $(addprefix ./,$(addsuffix /...,$(GO_MODULES)))
 # The real-memcached tier runs on its own, verbosely, so its figures (specs
 # tried and accepted, the seed) show in the output.
@@ -21,7 +21,7 @@ MEMCACHED_TIER := ./test/memcached
 RACE_PACKAGES := ./operator/...
 # What needs no bin/: the product modules, the generators and the test
 # harness's own unit tests; -short skips the envtest suites in them.
-UNIT_PACKAGES := ./operator/... ./krm-functions/set-image-replicas/... ./build/... ./test/internal/...
+UNIT_PACKAGES := ./operator/... ./krm-functions/set-image-replicas/... ./hack/... ./test/internal/...
 
 CONTROLLER_GEN := $(BIN)/controller-gen
 GOLANGCI_LINT := $(BIN)/golangci-lint
@@ -43,8 +43,12 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: tools
-tools: ## Build the pinned toolchain into bin/ from tools/go.mod (cold ~35 min on 2 cores, warm < 5 s).
+tools: ## Build the pinned toolchain into bin/ from tools/go.mod (cold ~21 min on 2 cores, warm < 5 s).
 	@scripts/build-tools.sh $(BIN)
+
+.PHONY: run-tools
+run-tools: ## Build only what a local cluster needs (control plane, kubelet, CoreDNS, etcd, kwok, kustomize, exporter): what make run, deploy and render wait for.
+	@scripts/build-tools.sh $(BIN) run
 
 .PHONY: generate
 generate: tools ## Generate the API's deepcopy code from its markers.
@@ -54,7 +58,7 @@ generate: tools ## Generate the API's deepcopy code from its markers.
 manifests: tools ## Generate the CRD and RBAC role from the operator's markers, then everything made from deploy/: monitoring objects, alerts and dashboard, Helm chart, OLM bundle and catalog.
 	cd operator && $(CONTROLLER_GEN) rbac:roleName=memcached-operator-manager-role,headerFile=hack/boilerplate.yaml.txt crd:headerFile=hack/boilerplate.yaml.txt paths=./... \
 		output:crd:artifacts:config=../deploy/crd/bases output:rbac:artifacts:config=../deploy/rbac
-	go run ./build/cmd/generate prometheus helm-chart bundle catalog
+	go run ./hack/cmd/generate prometheus helm-chart bundle catalog
 
 # The release version make helm-chart and make bundle set: VERSION only when
 # given on the command line or in the environment, never git describe's.
@@ -62,11 +66,11 @@ RELEASE_VERSION = $(if $(filter environment command,$(firstword $(origin VERSION
 
 .PHONY: helm-chart
 helm-chart: ## Generate the Helm chart deploy/helm/memcached-operator from deploy/ ([VERSION=v0.2.0] sets the release version first).
-	go run ./build/cmd/generate $(if $(RELEASE_VERSION),set-version=$(RELEASE_VERSION)) prometheus helm-chart
+	go run ./hack/cmd/generate $(if $(RELEASE_VERSION),set-version=$(RELEASE_VERSION)) prometheus helm-chart
 
 .PHONY: bundle
 bundle: ## Generate the OLM bundle (bundle/, bundle.Dockerfile) and its catalog/ entry ([VERSION=v0.2.0] sets the release version first).
-	go run ./build/cmd/generate $(if $(RELEASE_VERSION),set-version=$(RELEASE_VERSION) prometheus helm-chart) bundle catalog
+	go run ./hack/cmd/generate $(if $(RELEASE_VERSION),set-version=$(RELEASE_VERSION) prometheus helm-chart) bundle catalog
 
 .PHONY: fmt
 fmt: tools ## Format the Go code (gofmt + goimports through golangci-lint).
@@ -86,8 +90,8 @@ lint: tools ## Run golangci-lint (errcheck, staticcheck, nilerr, revive, ...) on
 build: ## Build bin/manager and bin/set-image-replicas as their images do (static, from their own go.mod), bin/image (the image builder) and bin/cluster (the local cluster).
 	cd operator && GOWORK=off CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "-s -w -X main.version=$(VERSION)" -o $(BIN)/manager ./cmd
 	cd krm-functions/set-image-replicas && GOWORK=off CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "-s -w" -o $(BIN)/set-image-replicas .
-	CGO_ENABLED=0 go build -trimpath -o $(BIN)/image ./build/cmd/image
-	CGO_ENABLED=0 go build -trimpath -o $(BIN)/cluster ./build/cmd/cluster
+	CGO_ENABLED=0 go build -trimpath -o $(BIN)/image ./hack/cmd/image
+	CGO_ENABLED=0 go build -trimpath -o $(BIN)/cluster ./hack/cmd/cluster
 
 ##@ Ship (no Docker needed; see README, "Shipping")
 
@@ -134,7 +138,7 @@ retarget: tools build ## Point every overlay's images at REGISTRY: a fork's regi
 ##@ Run
 
 .PHONY: run
-run: tools build ## Run the operator on a local cluster (CLUSTER=current: yours) with the tutorial's Memcached.
+run: run-tools build ## Run the operator on a local cluster (CLUSTER=current: yours) with the tutorial's Memcached.
 	@scripts/run.sh
 
 # The memcached make memcached-cli talks to, and the cluster it is in.
@@ -146,7 +150,7 @@ memcached-cli: ## Talk to memcached from a pod of the local cluster: make memcac
 	@KUBECONFIG=$(LOCAL_KUBECONFIG) scripts/memcached-cli.sh $(MEMCACHED) $(ARGS)
 
 .PHONY: cluster-up
-cluster-up: tools build ## Create or reuse the local cluster (.work/kubeconfig): REAL_NODES=3 real nodes (root, Linux), else NODES=3 fake ones.
+cluster-up: run-tools build ## Create or reuse the local cluster (.work/kubeconfig): REAL_NODES=3 real nodes (root, Linux), else NODES=3 fake ones.
 	@bin/cluster up
 
 .PHONY: cluster-down
@@ -156,12 +160,12 @@ cluster-down: build ## Delete the local cluster, its files, and everything its r
 ##@ Deployment (to the cluster of $KUBECONFIG or the current context)
 
 .PHONY: install
-install: tools ## Install the operator's namespace, CRD and RBAC (deploy/install).
+install: run-tools ## Install the operator's namespace, CRD and RBAC (deploy/install).
 	$(KUSTOMIZE) build deploy/install | $(KUBECTL) apply --server-side -f -
 	$(KUBECTL) wait --for=condition=Established --timeout=60s crd/memcacheds.cache.example.com
 
 .PHONY: uninstall
-uninstall: tools delete-memcacheds ## Remove what `make install` installed (run it while the operator still runs).
+uninstall: run-tools delete-memcacheds ## Remove what `make install` installed (run it while the operator still runs).
 	$(KUSTOMIZE) build deploy/install | $(KUBECTL) delete --ignore-not-found --wait=false -f -
 
 .PHONY: deploy
@@ -169,7 +173,7 @@ deploy: install build ## Deploy overlays/$(ENV): the operator and the environmen
 	IMG=$(DEPLOY_IMG) scripts/render.sh $(ENV) | $(KUBECTL) apply --server-side -f -
 
 .PHONY: undeploy
-undeploy: tools delete-memcacheds ## Remove overlays/$(ENV) from the cluster, Memcacheds first.
+undeploy: run-tools delete-memcacheds ## Remove overlays/$(ENV) from the cluster, Memcacheds first.
 	$(KUSTOMIZE) build overlays/$(ENV) | $(KUBECTL) delete --ignore-not-found --wait=false -f -
 
 # Memcacheds carry the operator's finalizer: they must go while the operator
@@ -181,7 +185,7 @@ delete-memcacheds:
 		echo "Memcacheds are still there: is the operator running? See README, 'Removing the operator'." >&2; exit 1; }; fi
 
 .PHONY: render
-render: tools ## Print the manifests of overlays/$(ENV) (what Argo CD and Flux apply; IMG=... as make deploy).
+render: run-tools ## Print the manifests of overlays/$(ENV) (what Argo CD and Flux apply; IMG=... as make deploy).
 	@IMG=$(DEPLOY_IMG) scripts/render.sh $(ENV)
 
 .PHONY: kpt-render

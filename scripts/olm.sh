@@ -24,7 +24,7 @@ bundle_pinned="$registry/memcached-operator-bundle@${bundle_ref##*@}"
 
 echo "olm: rendering the catalog with $bundle_pinned ..." >&2
 rm -rf "$dist/catalog"
-(cd "$root" && BUNDLE_IMAGE=$bundle_pinned CATALOG_OUT=$dist/catalog go run ./build/cmd/generate catalog >&2)
+(cd "$root" && BUNDLE_IMAGE=$bundle_pinned CATALOG_OUT=$dist/catalog go run ./hack/cmd/generate catalog >&2)
 "$root/bin/opm" validate "$dist/catalog"
 
 echo "olm: building the catalog image $version (linux/amd64, linux/arm64) ..." >&2

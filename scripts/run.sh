@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make run`: the operator on a cluster, in the foreground, with the
 # tutorial's Memcached. By default the cluster is the local one from
-# bin/cluster (build/cluster; created on first use, reused afterwards): three
+# bin/cluster (hack/cluster; created on first use, reused afterwards): three
 # real nodes where the machine allows (Linux, root, containerd and friends
 # installable), so the Memcached becomes three running memcached processes;
 # otherwise kwok's fake nodes, and it says why. With CLUSTER=current it is the

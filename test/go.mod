@@ -103,7 +103,7 @@ require (
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
 	github.com/emicklei/go-restful/v3 v3.13.0 // indirect
 	github.com/evanphx/json-patch/v5 v5.9.11
-	github.com/example/memcached-operator/build v0.0.0-00010101000000-000000000000
+	github.com/example/memcached-operator/hack v0.0.0-00010101000000-000000000000
 	github.com/example/memcached-operator/operator v0.0.0-00010101000000-000000000000
 	github.com/fxamacker/cbor/v2 v2.9.3 // indirect
 	github.com/go-errors/errors v1.5.1 // indirect
@@ -159,4 +159,4 @@ require (
 
 replace github.com/example/memcached-operator/operator => ../operator
 
-replace github.com/example/memcached-operator/build => ../build
+replace github.com/example/memcached-operator/hack => ../hack

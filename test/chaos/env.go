@@ -28,7 +28,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	buildcluster "github.com/example/memcached-operator/build/cluster"
+	buildcluster "github.com/example/memcached-operator/hack/cluster"
 	"github.com/example/memcached-operator/test/internal/cluster"
 	"github.com/example/memcached-operator/test/internal/load"
 	"github.com/example/memcached-operator/test/internal/proc"
@@ -689,7 +689,7 @@ func (c *component) pid() (int, error) {
 }
 
 // Stop sends SIGTERM, waits for the process to end, and holds its ports.
-// It does so under the machine's cluster-creation lock (build/cluster
+// It does so under the machine's cluster-creation lock (hack/cluster
 // takes it too): kwokctl gives a new cluster the free ports it finds, and
 // a port freed for a moment must not be one of them.
 func (c *component) Stop() error {

@@ -13,7 +13,7 @@ import (
 	"github.com/example/memcached-operator/test/internal/repo"
 )
 
-// The distribution files build/cmd/generate writes from deploy/: the
+// The distribution files hack/cmd/generate writes from deploy/: the
 // monitoring objects, alerts and dashboard, the Helm chart, the OLM bundle and its Dockerfile, and
 // the file-based catalog.
 var distribution = []string{
@@ -24,14 +24,14 @@ var distribution = []string{
 	"catalog",
 }
 
-// The committed distribution files are what `make manifests` (build/cmd/
+// The committed distribution files are what `make manifests` (hack/cmd/
 // generate) writes from the committed deploy/; a hand edit to any of them
 // fails here.
 func TestDistributionFilesAreCurrent(t *testing.T) {
 	root := repo.MustRoot(t)
 	scratch := t.TempDir()
 	generate := filepath.Join(scratch, "generate")
-	build := exec.Command("go", "build", "-o", generate, "./build/cmd/generate")
+	build := exec.Command("go", "build", "-o", generate, "./hack/cmd/generate")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build the generator: %v\n%s", err, out)

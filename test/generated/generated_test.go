@@ -88,7 +88,7 @@ func copyTree(t *testing.T, from, to string) {
 // Every generated file says so, and names the command that makes it, in its
 // first lines, so nobody edits one by hand and loses the edit at the next
 // `make manifests`. JSON cannot carry a comment, Helm prints NOTES.txt to
-// users, and _helpers.tpl is written by hand (build/chart/files).
+// users, and _helpers.tpl is written by hand (hack/chart/files).
 func TestGeneratedFilesSayDoNotEdit(t *testing.T) {
 	root, err := repo.Root()
 	if err != nil {

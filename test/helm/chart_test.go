@@ -1,5 +1,5 @@
 // Package helm proves the generated Helm chart (deploy/helm/memcached-
-// operator, from build/chart) with Helm's own v4 SDK and CLI: it renders
+// operator, from hack/chart) with Helm's own v4 SDK and CLI: it renders
 // exactly the kustomize install, passes strict lint, rejects values its
 // schema forbids with Helm's messages, and installs, upgrades, rolls back
 // and uninstalls on a kwok cluster, from the directory and from an OCI
@@ -26,7 +26,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	sigsyaml "sigs.k8s.io/yaml"
 
-	"github.com/example/memcached-operator/build/chart"
+	"github.com/example/memcached-operator/hack/chart"
 	"github.com/example/memcached-operator/test/internal/helmtemplate"
 	"github.com/example/memcached-operator/test/internal/repo"
 )

@@ -26,7 +26,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/kio"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
-	"github.com/example/memcached-operator/build/chart"
+	"github.com/example/memcached-operator/hack/chart"
 	"github.com/example/memcached-operator/test/internal/cluster"
 	"github.com/example/memcached-operator/test/internal/registry"
 	"github.com/example/memcached-operator/test/internal/repo"

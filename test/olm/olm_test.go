@@ -1,4 +1,4 @@
-// Package olm proves the generated OLM bundle (bundle/, from build/olm)
+// Package olm proves the generated OLM bundle (bundle/, from hack/olm)
 // does what OLM would do with it, on a real control plane: OLM itself
 // cannot run here (its catalog and bundle-unpack pods need a container
 // runtime), so the test applies the CSV's install strategy as OLM's

@@ -11,7 +11,7 @@ import (
 	"github.com/moby/buildkit/frontend/dockerfile/parser"
 	"github.com/moby/buildkit/frontend/dockerfile/shell"
 
-	"github.com/example/memcached-operator/build/image"
+	"github.com/example/memcached-operator/hack/image"
 	"github.com/example/memcached-operator/test/internal/repo"
 )
 

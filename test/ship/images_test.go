@@ -24,7 +24,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
-	"github.com/example/memcached-operator/build/image"
+	"github.com/example/memcached-operator/hack/image"
 	"github.com/example/memcached-operator/test/internal/repo"
 )
 

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/kio"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
-	"github.com/example/memcached-operator/build/image"
+	"github.com/example/memcached-operator/hack/image"
 	"github.com/example/memcached-operator/test/internal/cluster"
 	"github.com/example/memcached-operator/test/internal/gitserver"
 	"github.com/example/memcached-operator/test/internal/registry"

@@ -13,12 +13,12 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	buildcluster "github.com/example/memcached-operator/build/cluster"
+	buildcluster "github.com/example/memcached-operator/hack/cluster"
 	"github.com/example/memcached-operator/test/internal/repo"
 	"github.com/example/memcached-operator/test/internal/run"
 )
 
-// Local is a local cluster made by build/cluster, the package `make
+// Local is a local cluster made by hack/cluster, the package `make
 // cluster-up` and `make run` use: a real kube-apiserver, etcd,
 // controller-manager and scheduler from bin/, with kwok's fake nodes (on
 // which pods go Running without running) or real nodes (kubelet,

@@ -15,11 +15,11 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
-	buildcluster "github.com/example/memcached-operator/build/cluster"
+	buildcluster "github.com/example/memcached-operator/hack/cluster"
 )
 
 // NodeImage is one of the images the cluster's real nodes hold (their
-// archive, from build/cluster), for a test to derive another from.
+// archive, from hack/cluster), for a test to derive another from.
 func (l *Local) NodeImage(t testing.TB, ref string) v1.Image {
 	t.Helper()
 	tag, err := name.NewTag(ref)
@@ -50,7 +50,7 @@ func WithUser(t testing.TB, img v1.Image, user string) v1.Image {
 }
 
 // ImportImages puts images into every real node's containerd under their
-// references, as build/cluster does with its own.
+// references, as hack/cluster does with its own.
 func (l *Local) ImportImages(t testing.TB, images map[string]v1.Image) {
 	t.Helper()
 	refs := map[name.Reference]v1.Image{}

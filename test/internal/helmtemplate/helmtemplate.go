@@ -13,7 +13,7 @@ import (
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 
-	"github.com/example/memcached-operator/build/chart"
+	"github.com/example/memcached-operator/hack/chart"
 	"github.com/example/memcached-operator/test/internal/repo"
 )
 

@@ -1,5 +1,5 @@
 {{/*
-Hand-written helpers of the generated chart (build/chart/files): the
+Hand-written helpers of the generated chart (hack/chart/files): the
 templates beside this file are generated from deploy/ by `make helm-chart`.
 */}}
 

@@ -16,7 +16,7 @@ import (
 var LocalComponents = map[string]Component{
 	// The pod sandbox: a static program that sleeps and reaps.
 	"pause": {
-		Name: "pause", Module: "build", Package: "./cmd/pause", Path: "/pause",
+		Name: "pause", Module: "hack", Package: "./cmd/pause", Path: "/pause",
 		Title: "pause", Description: "Pod sandbox of the local cluster's nodes",
 	},
 	// memcached from Debian's package, as the official image runs it: as
@@ -36,7 +36,7 @@ var LocalComponents = map[string]Component{
 	// A memcached client for pods: make memcached-cli, and the real-node
 	// tests' client pods.
 	"memcached-cli": {
-		Name: "memcached-cli", Module: "build", Package: "./cmd/memcached-cli", Path: "/memcached-cli",
+		Name: "memcached-cli", Module: "hack", Package: "./cmd/memcached-cli", Path: "/memcached-cli",
 		Title: "memcached-cli", Description: "A small memcached client (set, get, stats) for the local cluster's pods",
 	},
 }

@@ -21,7 +21,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/example/memcached-operator/build/image"
+	"github.com/example/memcached-operator/hack/image"
 )
 
 func main() {

@@ -1,4 +1,4 @@
-module github.com/example/memcached-operator/build
+module github.com/example/memcached-operator/hack
 
 go 1.26.0
 

@@ -1,6 +1,6 @@
 // Command cluster creates and deletes the local Kubernetes cluster that
 // make cluster-up, make run and make cluster-down use (see package
-// build/cluster).
+// hack/cluster).
 //
 //	cluster up     create or reuse it, and wait for its nodes
 //	cluster down   delete it and undo what its real nodes changed
@@ -23,7 +23,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/example/memcached-operator/build/cluster"
+	"github.com/example/memcached-operator/hack/cluster"
 )
 
 func main() {

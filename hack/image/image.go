@@ -247,7 +247,7 @@ func labels(c Component, md Metadata) map[string]string {
 }
 
 func platformImage(c Component, md Metadata, p v1.Platform, base v1.Layer, bin string, extra v1.Layer, cfgLabels map[string]string) (v1.Image, error) {
-	layers := []mutate.Addendum{{Layer: base, History: v1.History{Created: v1.Time{Time: md.Created}, CreatedBy: "passwd and group for the user " + c.user(), Comment: "memcached-operator build/image"}}}
+	layers := []mutate.Addendum{{Layer: base, History: v1.History{Created: v1.Time{Time: md.Created}, CreatedBy: "passwd and group for the user " + c.user(), Comment: "memcached-operator hack/image"}}}
 	if bin != "" {
 		data, err := os.ReadFile(bin)
 		if err != nil {
@@ -261,7 +261,7 @@ func platformImage(c Component, md Metadata, p v1.Platform, base v1.Layer, bin s
 				return nil, err
 			}
 			files = append(files, libs...)
-			createdBy, comment = "copy "+c.Binary+" and its shared libraries", "memcached-operator build/image"
+			createdBy, comment = "copy "+c.Binary+" and its shared libraries", "memcached-operator hack/image"
 		}
 		binLayer, err := tarLayer(md.Created, files)
 		if err != nil {
@@ -270,7 +270,7 @@ func platformImage(c Component, md Metadata, p v1.Platform, base v1.Layer, bin s
 		layers = append(layers, mutate.Addendum{Layer: binLayer, History: v1.History{Created: v1.Time{Time: md.Created}, CreatedBy: createdBy, Comment: comment}})
 	}
 	if extra != nil {
-		layers = append(layers, mutate.Addendum{Layer: extra, History: v1.History{Created: v1.Time{Time: md.Created}, CreatedBy: "files " + strings.Join(c.fileSources(), " "), Comment: "memcached-operator build/image"}})
+		layers = append(layers, mutate.Addendum{Layer: extra, History: v1.History{Created: v1.Time{Time: md.Created}, CreatedBy: "files " + strings.Join(c.fileSources(), " "), Comment: "memcached-operator hack/image"}})
 	}
 	img, err := mutate.Append(mutate.MediaType(mutate.ConfigMediaType(empty.Image, types.OCIConfigJSON), types.OCIManifestSchema1), layers...)
 	if err != nil {

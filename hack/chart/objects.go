@@ -42,7 +42,7 @@ func template(o *yaml.RNode) (string, string, error) {
 		dir, condition = "prometheus", ".Values.monitoring.alerts.enabled"
 		escapeTemplates(o.YNode())
 	default:
-		return "", "", fmt.Errorf("build/chart does not know where a %s goes in the chart", o.GetKind())
+		return "", "", fmt.Errorf("hack/chart does not know where a %s goes in the chart", o.GetKind())
 	}
 	if err != nil {
 		return "", "", err
