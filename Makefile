@@ -93,7 +93,7 @@ build: ## Build bin/manager and bin/set-image-replicas as their images do (stati
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/image ./hack/cmd/image
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/cluster ./hack/cmd/cluster
 
-##@ Ship (no Docker needed; see README, "Shipping")
+##@ Ship (no Docker needed; see docs/shipping.md)
 
 # The manager's image; set-image-replicas goes beside it (FN_IMG).
 IMG ?= localhost:5000/memcached-operator:$(VERSION)
@@ -182,7 +182,7 @@ undeploy: run-tools delete-memcacheds ## Remove overlays/$(ENV) from the cluster
 delete-memcacheds:
 	@if $(KUBECTL) get crd memcacheds.cache.example.com >/dev/null 2>&1; then \
 		$(KUBECTL) delete memcacheds.cache.example.com --all --all-namespaces --wait --timeout=60s || { \
-		echo "Memcacheds are still there: is the operator running? See README, 'Removing the operator'." >&2; exit 1; }; fi
+		echo "Memcacheds are still there: is the operator running? See docs/deploy/uninstall.md." >&2; exit 1; }; fi
 
 .PHONY: render
 render: run-tools ## Print the manifests of overlays/$(ENV) (what Argo CD and Flux apply; IMG=... as make deploy).

@@ -3,7 +3,7 @@
 # to REGISTRY by tag, resolves their digests from the registry, writes
 # dist/install.yaml (kubebuilder's build-installer: CRD, RBAC and manager,
 # pinned by digest, for one `kubectl apply -f`) and, with ENV, pins that
-# environment to the release's tag@digest (then commit and tag, see README).
+# environment to the release's tag@digest (then commit and tag, see docs/environments.md).
 #
 # Usage: VERSION=v0.2.0 REGISTRY=localhost:5000 [ENV=staging] scripts/release.sh
 set -euo pipefail

@@ -205,7 +205,7 @@ func Generate(root string) (*Bundle, error) {
 				// changes roll out within the disruption budget). It has
 				// no backup and restore (a cache keeps no state worth
 				// restoring), so not level 3; metrics and alerts are
-				// described in the README, not yet auto-pilot.
+				// described in docs/observability.md, not yet auto-pilot.
 				"capabilities":   "Seamless Upgrades",
 				"categories":     "Database",
 				"containerImage": image,

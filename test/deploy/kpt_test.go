@@ -67,7 +67,7 @@ func TestKptRendersOverlaysFromTheRoot(t *testing.T) {
 				t.Errorf("kpt v1.0.0-beta.61 read a Kptfile with status.renderStatus (exit %d):\n%s", r.ExitCode, r.Output)
 			}
 
-			// The README's command, typed at the repository root: exec
+			// The documented command (docs/environments.md), typed at the repository root: exec
 			// functions named without a path are looked up on PATH.
 			stripStatus(t, kptfile)
 			for round := 1; round <= 2; round++ {

@@ -34,7 +34,7 @@ const (
 	cacheNamespace    = "cache"
 )
 
-// The README's kubectl path, for real, for every environment: install the
+// The kubectl path of docs/deploy/kubectl.md, for real, for every environment: install the
 // namespace, CRD and RBAC, then `kustomize build overlays/<env> | kubectl
 // apply --server-side -f -` into a live apiserver whose namespaces enforce
 // Pod Security "restricted". A second apply changes nothing. Then the

@@ -129,7 +129,7 @@ const (
 	prodImage = operator + ":v0.1.0"
 )
 
-// The environments differ exactly as the README's table says.
+// The environments differ exactly as docs/deploy/README.md's table says.
 func TestEnvironmentDeltas(t *testing.T) {
 	type delta struct {
 		managerReplicas, managerImage, debugLogs, managerPDB string
