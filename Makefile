@@ -87,11 +87,17 @@ lint: tools ## Run golangci-lint (errcheck, staticcheck, nilerr, revive, ...) on
 ##@ Build
 
 .PHONY: build
-build: ## Build bin/manager and bin/set-image-replicas as their images do (static, from their own go.mod), bin/image (the image builder) and bin/cluster (the local cluster).
+build: ## Build bin/manager and bin/set-image-replicas as their images do (static, from their own go.mod), bin/image (the image builder), bin/cluster (the local cluster) and bin/pins (the overlays' pins).
 	cd operator && GOWORK=off CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "-s -w -X main.version=$(VERSION)" -o $(BIN)/manager ./cmd
 	cd krm-functions/set-image-replicas && GOWORK=off CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "-s -w" -o $(BIN)/set-image-replicas .
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/image ./hack/cmd/image
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/cluster ./hack/cmd/cluster
+	@$(MAKE) --no-print-directory pins-bin
+
+# bin/pins alone and silently, for make render, whose stdout is manifests.
+.PHONY: pins-bin
+pins-bin:
+	@CGO_ENABLED=0 go build -trimpath -o $(BIN)/pins ./hack/cmd/pins
 
 ##@ Ship (no Docker needed; see docs/shipping.md)
 
@@ -133,7 +139,7 @@ release: tools build ## Build, push and pin a release by digest: make release VE
 
 .PHONY: retarget
 retarget: tools build ## Point every overlay's images at REGISTRY: a fork's registry or a mirror.
-	@REGISTRY=$(REGISTRY) scripts/retarget.sh
+	@bin/pins retarget $(REGISTRY)
 
 ##@ Run
 
@@ -170,7 +176,7 @@ uninstall: run-tools delete-memcacheds ## Remove what `make install` installed (
 
 .PHONY: deploy
 deploy: install build ## Deploy overlays/$(ENV): the operator and the environment's Memcacheds (IMG=...: run that manager image).
-	IMG=$(DEPLOY_IMG) scripts/render.sh $(ENV) | $(KUBECTL) apply --server-side -f -
+	bin/pins manifests $(if $(DEPLOY_IMG),-img $(DEPLOY_IMG)) $(ENV) | $(KUBECTL) apply --server-side -f -
 
 .PHONY: undeploy
 undeploy: run-tools delete-memcacheds ## Remove overlays/$(ENV) from the cluster, Memcacheds first.
@@ -185,20 +191,20 @@ delete-memcacheds:
 		echo "Memcacheds are still there: is the operator running? See docs/deploy/uninstall.md." >&2; exit 1; }; fi
 
 .PHONY: render
-render: run-tools ## Print the manifests of overlays/$(ENV) (what Argo CD and Flux apply; IMG=... as make deploy).
-	@IMG=$(DEPLOY_IMG) scripts/render.sh $(ENV)
+render: run-tools pins-bin ## Print the manifests of overlays/$(ENV) (what Argo CD and Flux apply; IMG=... as make deploy).
+	@bin/pins manifests $(if $(DEPLOY_IMG),-img $(DEPLOY_IMG)) $(ENV)
 
 .PHONY: kpt-render
 kpt-render: tools build ## Render every overlay's pins with kpt: kpt fn render overlays/<env> --allow-exec, bin/ on PATH.
-	@for env in $(ENVS); do scripts/render-pins.sh $$env; done
+	@bin/pins render $(ENVS)
 
 .PHONY: pin
 pin: tools build ## Pin images/replicas of $(ENV): make pin ENV=prod IMAGE=repo:tag [RESOLVE=1: by its registry digest] REPLICAS="Memcached/app-cache=3".
-	@RESOLVE="$(RESOLVE)" REPLICAS="$(REPLICAS)" scripts/pin.sh $(ENV) $(IMAGE)
+	@bin/pins pin $(if $(RESOLVE),-resolve) -replicas "$(REPLICAS)" $(ENV) $(IMAGE)
 
 .PHONY: promote
 promote: tools build ## Copy the image pins of FROM into TO and render them: make promote FROM=staging TO=prod (digests from the registry).
-	@scripts/promote.sh $(FROM) $(TO)
+	@bin/pins promote $(FROM) $(TO)
 
 ##@ Test
 

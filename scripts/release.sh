@@ -1,20 +1,19 @@
 #!/usr/bin/env bash
 # A release, with real digests: builds both images for VERSION, pushes them
-# to REGISTRY by tag, resolves their digests from the registry, writes
-# dist/install.yaml (kubebuilder's build-installer: CRD, RBAC and manager,
-# pinned by digest, for one `kubectl apply -f`) and, with ENV, pins that
-# environment to the release's tag@digest (then commit and tag, see docs/environments.md).
+# to REGISTRY by tag, resolves their digests from the registry, then `bin/pins
+# release` writes dist/install.yaml (kubebuilder's build-installer: CRD, RBAC
+# and manager, pinned by digest, for one `kubectl apply -f`) and, with ENV,
+# pins that environment to the release's tag@digest (then commit and tag,
+# see docs/environments.md).
 #
 # Usage: VERSION=v0.2.0 REGISTRY=localhost:5000 [ENV=staging] scripts/release.sh
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-need_function
 version=${VERSION:?VERSION is required, such as v0.2.0}
 registry=${REGISTRY:?REGISTRY is required, such as localhost:5000 or ghcr.io/you}
 [[ $version =~ ^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$ ]] || die "VERSION=$version: want a release version such as v0.2.0 or v0.2.0-rc.1"
+[[ -x $root/bin/pins ]] || die "bin/pins is missing: run 'make build' first"
 start=$SECONDS
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 
 echo "release: building $version for linux/amd64 and linux/arm64 ..."
 VERSION=$version "$root/scripts/images.sh" build
@@ -25,25 +24,7 @@ manager_digest=$("$root/bin/image" digest --ref "$registry/memcached-operator:$v
 function_digest=$("$root/bin/image" digest --ref "$registry/set-image-replicas:$version")
 [[ $manager_ref == *"@$manager_digest" && $function_ref == *"@$function_digest" ]] || die "the registry serves other digests than were pushed ($manager_digest, $function_digest)"
 
-cat > "$tmp/release.yaml" <<CFG
-apiVersion: fn.cache.example.com/v1alpha1
-kind: SetImageReplicas
-metadata:
-  name: release
-failOnEmptyMatch: true
-images:
-- name: registry.example.com/memcached-operator
-  newName: $registry/memcached-operator
-  newTag: "$version"
-  digest: $manager_digest
-CFG
-mkdir -p "$root/dist"
-"$root/bin/kustomize" build "$root/deploy/base" | "$fn" --quiet "$tmp/release.yaml" > "$root/dist/install.yaml"
-echo "release: wrote dist/install.yaml (kubectl apply --server-side -f dist/install.yaml)"
-
-if [[ -n ${ENV:-} ]]; then
-  "$root/scripts/pin.sh" "$ENV" "$registry/memcached-operator:$version@$manager_digest"
-fi
+"$root/bin/pins" -C "$root" release -registry "$registry" -version "$version" -digest "$manager_digest" ${ENV:+-env "$ENV"}
 echo "release: $version in $((SECONDS - start))s"
 echo "  $registry/memcached-operator:$version@$manager_digest"
 echo "  $registry/set-image-replicas:$version@$function_digest"

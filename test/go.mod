@@ -160,3 +160,5 @@ require (
 replace github.com/example/memcached-operator/operator => ../operator
 
 replace github.com/example/memcached-operator/hack => ../hack
+
+replace github.com/example/memcached-operator/krm-functions/set-image-replicas => ../krm-functions/set-image-replicas

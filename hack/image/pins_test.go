@@ -2,8 +2,6 @@ package image
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -41,21 +39,11 @@ func lookup(registry map[string]string) func(string) (string, error) {
 	}
 }
 
-func writePins(t *testing.T) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "images.yaml")
-	if err := os.WriteFile(path, []byte(pinsFile), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
 func TestResolvePinsAddsServedDigestsAndKeepsComments(t *testing.T) {
-	path := writePins(t)
-	if err := ResolvePins(path, lookup(served)); err != nil {
+	got, err := ResolvePinsYAML("images.yaml", []byte(pinsFile), lookup(served))
+	if err != nil {
 		t.Fatal(err)
 	}
-	got, _ := os.ReadFile(path)
 	want := strings.Replace(pinsFile, "  newTag: v0.2.0\n",
 		"  newTag: v0.2.0\n  digest: sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n", 1)
 	if string(got) != want {
@@ -63,7 +51,7 @@ func TestResolvePinsAddsServedDigestsAndKeepsComments(t *testing.T) {
 	}
 }
 
-func TestResolvePinsRefusesAndWritesNothing(t *testing.T) {
+func TestResolvePinsRefusesAndReturnsNothing(t *testing.T) {
 	stale := map[string]string{}
 	for k, v := range served {
 		stale[k] = v
@@ -83,13 +71,12 @@ func TestResolvePinsRefusesAndWritesNothing(t *testing.T) {
 		"tag not in the registry":               {map[string]string{}, "images[0]: ghcr.io/acme/memcached-operator:v0.2.0: MANIFEST_UNKNOWN"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			path := writePins(t)
-			err := ResolvePins(path, lookup(tc.registry))
+			got, err := ResolvePinsYAML("images.yaml", []byte(pinsFile), lookup(tc.registry))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v, want it to contain %q", err, tc.want)
 			}
-			if got, _ := os.ReadFile(path); string(got) != pinsFile {
-				t.Errorf("the pins file changed on error:\n%s", got)
+			if got != nil {
+				t.Errorf("a refused resolution returned a pins file:\n%s", got)
 			}
 		})
 	}

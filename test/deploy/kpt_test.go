@@ -103,8 +103,8 @@ func TestKptRendersOverlaysFromTheRoot(t *testing.T) {
 	// make pin and make kpt-render render a copy without the status and
 	// leave the tree exactly as committed.
 	for _, env := range envs {
-		if out, code := script(t, dir, nil, "render-pins.sh", env); code != 0 {
-			t.Fatalf("render-pins.sh %s: exit %d\n%s", env, code, out)
+		if out, code := pins(t, dir, nil, "render", env); code != 0 {
+			t.Fatalf("pins render %s: exit %d\n%s", env, code, out)
 		}
 	}
 	if changed := git(t, dir, "status", "--porcelain"); changed != "" {

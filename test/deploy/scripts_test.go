@@ -13,20 +13,13 @@ import (
 	"github.com/example/memcached-operator/test/internal/run"
 )
 
-// scratchRepo copies scripts/ and overlays/ into a temporary repository
-// whose bin/ is the real one, so the scripts can edit overlays freely.
+// scratchRepo copies overlays/ into a temporary repository whose bin/ is
+// the real one, so bin/pins can edit overlays freely.
 func scratchRepo(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	for _, sub := range []string{"scripts", "overlays"} {
-		if err := kpt.CopyPackage(filepath.Join(root(t), sub), filepath.Join(dir, sub)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, s := range []string{"pin.sh", "promote.sh", "render-pins.sh"} {
-		if err := os.Chmod(filepath.Join(dir, "scripts", s), 0o755); err != nil {
-			t.Fatal(err)
-		}
+	if err := kpt.CopyPackage(filepath.Join(root(t), "overlays"), filepath.Join(dir, "overlays")); err != nil {
+		t.Fatal(err)
 	}
 	bin, err := repo.BinDir()
 	if err != nil {
@@ -35,7 +28,7 @@ func scratchRepo(t *testing.T) string {
 	if err := os.Symlink(bin, filepath.Join(dir, "bin")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := repo.Bin("set-image-replicas", "kpt"); err != nil {
+	if _, err := repo.Bin("set-image-replicas", "kpt", "pins"); err != nil {
 		t.Fatal(err)
 	}
 	return dir
@@ -53,14 +46,16 @@ func closedPort(t *testing.T) int {
 	return port
 }
 
-func script(t *testing.T, dir string, env []string, name string, args ...string) (string, int) {
+// pins runs bin/pins on the scratch repository dir, as make pin, make
+// promote and make kpt-render do on the checkout.
+func pins(t *testing.T, dir string, env []string, args ...string) (string, int) {
 	t.Helper()
 	t.Setenv("PATH", os.Getenv("PATH"))
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
 		t.Setenv(k, v)
 	}
-	stdout, stderr, code := run.Command(t, nil, filepath.Join(dir, "scripts", name), args...)
+	stdout, stderr, code := run.Command(t, nil, filepath.Join(dir, "bin", "pins"), append([]string{"-C", dir}, args...)...)
 	return stdout + stderr, code
 }
 
@@ -72,7 +67,7 @@ func TestPromote(t *testing.T) {
 	prod := filepath.Join(dir, "overlays", "prod")
 	replicasBefore := run.ReadFile(t, filepath.Join(staging, "replicas.yaml"))
 
-	out, code := script(t, dir, nil, "promote.sh", "dev", "staging")
+	out, code := pins(t, dir, nil, "promote", "dev", "staging")
 	if code != 0 {
 		t.Fatalf("promote dev staging: exit %d\n%s", code, out)
 	}
@@ -89,7 +84,7 @@ func TestPromote(t *testing.T) {
 	}
 
 	// What was promoted still renders and is in sync with its pins.
-	if out, code := script(t, dir, nil, "render-pins.sh", "staging"); code != 0 || strings.Contains(out, "pinned") {
+	if out, code := pins(t, dir, nil, "render", "staging"); code != 0 || strings.Contains(out, "pinned") {
 		t.Errorf("render after promotion is not a no-op: exit %d\n%s", code, out)
 	}
 
@@ -98,7 +93,7 @@ func TestPromote(t *testing.T) {
 	// the promotion; either way prod is unchanged. (The successful path,
 	// against a real registry, is test/ship's TestReleaseThroughARealRegistry.)
 	prodImages := run.ReadFile(t, filepath.Join(prod, "images.yaml"))
-	out, code = script(t, dir, []string{"DIGEST=sha256:" + strings.Repeat("ab", 32)}, "promote.sh", "staging", "prod")
+	out, code = pins(t, dir, []string{"DIGEST=sha256:" + strings.Repeat("ab", 32)}, "promote", "staging", "prod")
 	if code == 0 || !strings.Contains(out, "DIGEST is not taken") {
 		t.Errorf("promote took a digest from DIGEST: exit %d\n%s", code, out)
 	}
@@ -109,7 +104,7 @@ func TestPromote(t *testing.T) {
 	if err := os.WriteFile(stagingImages, []byte(retargeted), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, code = script(t, dir, []string{"DIGEST="}, "promote.sh", "staging", "prod")
+	out, code = pins(t, dir, []string{"DIGEST="}, "promote", "staging", "prod")
 	if code == 0 || !strings.Contains(out, unreachable+":main-3b9e154") || !strings.Contains(out, "nothing was changed") {
 		t.Errorf("promote into prod without a registry's digest: exit %d\n%s", code, out)
 	}
@@ -125,7 +120,7 @@ func TestPin(t *testing.T) {
 	prod := filepath.Join(dir, "overlays", "prod")
 
 	digest := "sha256:" + strings.Repeat("cd", 32)
-	out, code := script(t, dir, []string{"REPLICAS=Memcached/app-cache=5"}, "pin.sh", "prod",
+	out, code := pins(t, dir, nil, "pin", "-replicas", "Memcached/app-cache=5", "prod",
 		"registry.example.com/memcached-operator:v0.3.0@"+digest, "memcached:1.6.40-alpine")
 	if code != 0 {
 		t.Fatalf("pin: exit %d\n%s", code, out)
@@ -146,14 +141,14 @@ func TestPin(t *testing.T) {
 	}
 
 	before := run.ReadFile(t, filepath.Join(prod, "operator", "kustomization.yaml"))
-	out, code = script(t, dir, nil, "pin.sh", "prod", "registry.example.com/memcached-operatr:v9")
+	out, code = pins(t, dir, nil, "pin", "prod", "registry.example.com/memcached-operatr:v9")
 	if code == 0 || !strings.Contains(out, "matched no image") {
 		t.Errorf("a misspelled image must fail: exit %d\n%s", code, out)
 	}
 	if run.ReadFile(t, filepath.Join(prod, "operator", "kustomization.yaml")) != before {
 		t.Errorf("a failed pin changed the overlay")
 	}
-	out, code = script(t, dir, []string{"REPLICAS=Memcached/app-cache=-1"}, "pin.sh", "prod")
+	out, code = pins(t, dir, nil, "pin", "-replicas", "Memcached/app-cache=-1", "prod")
 	if code == 0 || !strings.Contains(out, "want Kind/name=count") {
 		t.Errorf("a negative count must fail: exit %d\n%s", code, out)
 	}

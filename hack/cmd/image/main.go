@@ -4,7 +4,6 @@
 //	image build  --component manager --version v0.2.0 --out dist/images/manager
 //	image push   --layout dist/images/manager --ref localhost:5000/memcached-operator:v0.2.0
 //	image digest --ref localhost:5000/memcached-operator:v0.2.0
-//	image resolve-pins --file overlays/prod/images.yaml
 //
 // build reads the commit's revision and time from git (SOURCE_DATE_EPOCH
 // overrides the time); push prints REF@DIGEST; digest prints the digest.
@@ -33,7 +32,7 @@ func main() {
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: image build|push|digest|resolve-pins [flags]")
+		return errors.New("usage: image build|push|digest [flags]")
 	}
 	fs := flag.NewFlagSet("image "+args[0], flag.ContinueOnError)
 	switch args[0] {
@@ -99,18 +98,6 @@ func run(args []string) error {
 		}
 		fmt.Fprintf(os.Stderr, "image: pushed %s@%s with %d SBOMs (%v)\n", *ref, d, len(b.SBOMs), time.Since(start).Round(time.Millisecond))
 		fmt.Printf("%s@%s\n", *ref, d)
-	case "resolve-pins":
-		file := fs.String("file", "", "a set-image-replicas pins file (an overlay's images.yaml)")
-		if err := fs.Parse(args[1:]); err != nil {
-			return err
-		}
-		if *file == "" {
-			return errors.New("resolve-pins needs --file")
-		}
-		return image.ResolvePins(*file, func(ref string) (string, error) {
-			d, err := image.Digest(ref)
-			return d.String(), err
-		})
 	case "digest":
 		ref := fs.String("ref", "", "image reference")
 		if err := fs.Parse(args[1:]); err != nil {
@@ -122,7 +109,7 @@ func run(args []string) error {
 		}
 		fmt.Println(d)
 	default:
-		return fmt.Errorf("unknown command %q: want build, push, digest or resolve-pins", args[0])
+		return fmt.Errorf("unknown command %q: want build, push or digest", args[0])
 	}
 	return nil
 }

@@ -1,7 +1,7 @@
 // Package kustomize builds the repository's kustomizations in process, with
 // the same kustomize API the kustomize CLI is built on (no plugins, as
 // Argo CD and Flux build them), for the generators of the Helm chart and
-// the OLM bundle.
+// the OLM bundle, and for the release manifest.
 package kustomize
 
 import (
@@ -22,6 +22,20 @@ func Build(dir string) ([]*yaml.RNode, error) {
 		return nil, fmt.Errorf("kustomize build %s: %w", dir, err)
 	}
 	return res.ToRNodeSlice(), nil
+}
+
+// BuildYAML returns the kustomization in dir as `kustomize build dir`
+// prints it.
+func BuildYAML(dir string) ([]byte, error) {
+	opts := krusty.MakeDefaultOptions()
+	// The CLI without --reorder: the kustomization's sortOptions, else
+	// kustomize's legacy order (Namespaces first).
+	opts.Reorder = krusty.ReorderOptionUnspecified
+	res, err := krusty.MakeKustomizer(opts).Run(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		return nil, fmt.Errorf("kustomize build %s: %w", dir, err)
+	}
+	return res.AsYaml()
 }
 
 // Find returns the object of the given kind and name, or an error naming
