@@ -450,36 +450,17 @@ func httpProfile(base string) func(ctx context.Context, path string, seconds int
 
 // waitIdle waits until a controller has reconciled at least n CRs since it
 // started, and then neither reconciled nor sent a request for a second with
-// an empty queue. The requests matter too: the event recorder sends its
-// events after the reconcile has returned. It returns the metrics and the
-// process's CPU seconds from the start of that quiet second, so that the
-// scrapes made while waiting count as little as they can.
-// idlePoll is how often waitIdle scrapes: each scrape costs the manager
-// tens of milliseconds of CPU at N=10,000.
-const idlePoll = 250 * time.Millisecond
-
+// an empty queue (load.WaitIdle). It returns the metrics and the process's
+// CPU seconds from the start of that quiet second.
 func waitIdle(p *managerProcess, n int, timeout time.Duration) (load.Metrics, float64, error) {
-	deadline := time.Now().Add(timeout)
-	var lastReconciles, lastRequests float64 = -1, -1
-	var quiet load.Metrics
-	var quietCPU float64
-	quietSince := time.Now()
-	for time.Now().Before(deadline) {
-		s, err := p.scrape()
-		cpu, cpuErr := p.cpuSeconds()
-		if err == nil && cpuErr == nil {
-			reconciles, requests := s.Reconciles(), s.Requests().Total()
-			depth := s.Sum("workqueue_depth", map[string]string{"name": "memcached"})
-			if reconciles != lastReconciles || requests != lastRequests || depth > 0 {
-				lastReconciles, lastRequests, quietSince = reconciles, requests, time.Now()
-				quiet, quietCPU = s, cpu
-			} else if reconciles >= float64(n) && time.Since(quietSince) > time.Second {
-				return quiet, quietCPU, nil
-			}
-		}
-		time.Sleep(idlePoll)
+	m, cpu, err := load.WaitIdle(load.IdleWait{
+		Scrape: p.scrape, CPUSeconds: p.cpuSeconds, MinReconciles: n,
+		Quiet: time.Second, Poll: 250 * time.Millisecond, CountRequests: true,
+	}, timeout)
+	if err != nil {
+		return nil, 0, fmt.Errorf("the controller: %w", err)
 	}
-	return nil, 0, fmt.Errorf("the controller did not reconcile %d CRs and go idle within %v", n, timeout)
+	return m, cpu, nil
 }
 
 func runKubectl(kubectl, kubeconfig string, args ...string) (string, error) {

@@ -31,6 +31,7 @@ import (
 	cachev1alpha1 "github.com/example/memcached-operator/operator/api/v1alpha1"
 	"github.com/example/memcached-operator/test/internal/cluster"
 	"github.com/example/memcached-operator/test/internal/load"
+	"github.com/example/memcached-operator/test/internal/proc"
 )
 
 // fieldOwner is the operator's server-side apply field manager: the floors
@@ -269,7 +270,7 @@ func measureEqualFloor(restCfg *rest.Config, clusterPIDs []int, n int, w operato
 // selfCPUSeconds is the harness's own CPU time: what a client spends on
 // the floor's requests, to compare with the controller's.
 func selfCPUSeconds() float64 {
-	s, _ := load.CPUSeconds(os.Getpid())
+	s, _ := proc.CPUSeconds(os.Getpid())
 	return s
 }
 

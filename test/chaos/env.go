@@ -4,17 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -28,22 +23,18 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	buildcluster "github.com/example/memcached-operator/hack/cluster"
 	"github.com/example/memcached-operator/test/internal/cluster"
 	"github.com/example/memcached-operator/test/internal/load"
-	"github.com/example/memcached-operator/test/internal/proc"
+	"github.com/example/memcached-operator/test/internal/names"
 	"github.com/example/memcached-operator/test/internal/repo"
-	"github.com/example/memcached-operator/test/internal/run"
 )
 
 // Names the shipped install uses (deploy/install): the managers run with
 // exactly the manager's ClusterRole and the leader-election Role, bound to
 // a ServiceAccount of their own each, so the audit log tells them apart.
 const (
-	operatorNamespace = "memcached-operator-system"
-	managerRole       = "memcached-operator-manager-role"
-	leaderRole        = "memcached-operator-leader-election-role"
-	leaseName         = "memcached-operator.cache.example.com"
+	leaderRole = "memcached-operator-leader-election-role"
+	leaseName  = "memcached-operator.cache.example.com"
 )
 
 // Env is one scenario's world: a kwok cluster made from bin/ (kube-apiserver,
@@ -184,15 +175,15 @@ func (e *Env) install() error {
 	ctx := context.Background()
 	var subjects []rbacv1.Subject
 	for _, sa := range managerAccounts {
-		subjects = append(subjects, rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: operatorNamespace})
-		if err := e.Admin.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: operatorNamespace}}); err != nil {
+		subjects = append(subjects, rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: names.OperatorNamespace})
+		if err := e.Admin.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: names.OperatorNamespace}}); err != nil {
 			return err
 		}
 	}
 	for _, o := range []client.Object{
 		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "chaos-managers"}, Subjects: subjects,
-			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: managerRole}},
-		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "chaos-managers-leader-election", Namespace: operatorNamespace}, Subjects: subjects,
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: names.ManagerRole}},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "chaos-managers-leader-election", Namespace: names.OperatorNamespace}, Subjects: subjects,
 			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: leaderRole}},
 	} {
 		if err := e.Admin.Create(ctx, o); err != nil {
@@ -319,7 +310,7 @@ func (e *Env) Watch(ctx context.Context, namespace string, n int, observe func(*
 // none does.
 func (e *Env) LeaseHolder(ctx context.Context) string {
 	l := &coordinationv1.Lease{}
-	if err := e.Admin.Get(ctx, types.NamespacedName{Namespace: operatorNamespace, Name: leaseName}, l); err != nil {
+	if err := e.Admin.Get(ctx, types.NamespacedName{Namespace: names.OperatorNamespace, Name: leaseName}, l); err != nil {
 		return ""
 	}
 	if l.Spec.HolderIdentity == nil {
@@ -354,398 +345,6 @@ func (e *Env) StartLeader(account, binary string, extraArgs ...string) (*Manager
 	}
 	holder, _, err := e.WaitLeaseHolder(time.Minute, func(h string) bool { return h != "" })
 	return m, holder, err
-}
-
-// Manager is bin/manager (or another build of it) running as a process
-// with the flags the shipped Deployment gives it: leader election on.
-type Manager struct {
-	*proc.Process
-	Name       string
-	MetricsURL string
-
-	env  *Env
-	spec proc.Spec
-	// supervised: restart after an exit, as the kubelet restarts a pod's
-	// container.
-	mu         sync.Mutex
-	supervised bool
-	stopCh     chan struct{}
-	exits      []string
-	proxy      *apiProxy
-}
-
-// StartManager runs a manager as one of managerAccounts. binary "" means
-// bin/manager.
-func (e *Env) StartManager(account, binary string, extraArgs ...string) (*Manager, error) {
-	if binary == "" {
-		binary = e.bins["manager"]
-	}
-	proxy, err := newAPIProxy(e.Cluster.Kubeconfig)
-	if err != nil {
-		return nil, err
-	}
-	kubeconfig := filepath.Join(e.workdir, fmt.Sprintf("kubeconfig-%s-%d", account, time.Now().UnixNano()))
-	if err := proxy.writeKubeconfig(kubeconfig, operatorNamespace, account); err != nil {
-		proxy.close()
-		return nil, err
-	}
-	port := run.FreePortOrZero()
-	if port == 0 {
-		return nil, errors.New("no free port for the manager's metrics")
-	}
-	m := &Manager{Name: account, MetricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", port), env: e, proxy: proxy}
-	m.spec = proc.Spec{
-		Name: account,
-		Path: binary,
-		Args: append([]string{"--kubeconfig=" + kubeconfig, "--leader-elect", "--leader-election-namespace=" + operatorNamespace,
-			"--metrics-secure=false", fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", port),
-			"--health-probe-bind-address=0", "--zap-devel=false"}, extraArgs...),
-		Env: []string{"KUBECONFIG=" + kubeconfig},
-		// Serving metrics: the manager is up, leader or standby.
-		Ready: func(context.Context) error {
-			_, err := load.Scrape(m.MetricsURL)
-			return err
-		},
-		StopTimeout: 30 * time.Second,
-	}
-	if err := m.start(); err != nil {
-		proxy.close()
-		return nil, err
-	}
-	e.mu.Lock()
-	e.managers = append(e.managers, m)
-	e.mu.Unlock()
-	return m, nil
-}
-
-func (m *Manager) start() error { return m.run(m.spec) }
-
-// restart starts the process again as the kubelet restarts a container:
-// without waiting for it to serve anything.
-func (m *Manager) restart() error {
-	spec := m.spec
-	spec.Ready = nil
-	return m.run(spec)
-}
-
-func (m *Manager) run(spec proc.Spec) error {
-	p, err := proc.TryStart(spec)
-	if err != nil {
-		return err
-	}
-	m.mu.Lock()
-	m.Process = p
-	m.mu.Unlock()
-	return nil
-}
-
-// current is the process running now (supervision replaces it).
-func (m *Manager) current() *proc.Process {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.Process
-}
-
-// Metrics scrapes the running process.
-func (m *Manager) Metrics() (load.Metrics, error) { return load.Scrape(m.MetricsURL) }
-
-// waitIdle waits until the manager's queue is empty and it has finished no
-// reconcile for a quarter of a second.
-func (m *Manager) waitIdle(timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	last, quietSince := -1.0, time.Now()
-	for time.Now().Before(deadline) {
-		s, err := m.Metrics()
-		if err == nil {
-			reconciles := s.Reconciles()
-			depth := s.Sum("workqueue_depth", map[string]string{"name": "memcached"})
-			switch {
-			case reconciles != last || depth > 0:
-				last, quietSince = reconciles, time.Now()
-			case time.Since(quietSince) > 250*time.Millisecond:
-				return nil
-			}
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-	return fmt.Errorf("%s did not go idle within %v", m.Name, timeout)
-}
-
-// Stop stops the running process (SIGTERM) and any supervision.
-func (m *Manager) Stop() error {
-	m.stopSupervision()
-	defer m.proxy.close()
-	return m.current().Stop()
-}
-
-// Kill sends SIGKILL, as a node failure or the OOM killer would.
-func (m *Manager) Kill() {
-	m.current().Kill()
-}
-
-// Supervise restarts the manager whenever it exits, after kubelet-like
-// back-off (1s doubling to 10s), until Stop.
-func (m *Manager) Supervise() {
-	m.mu.Lock()
-	m.supervised, m.stopCh = true, make(chan struct{})
-	stop := m.stopCh
-	m.mu.Unlock()
-	go func() {
-		backoff := time.Second
-		for {
-			p := m.current()
-			select {
-			case <-stop:
-				return
-			case <-p.Done():
-			}
-			_, err := p.Exited()
-			m.mu.Lock()
-			m.exits = append(m.exits, fmt.Sprintf("%v: %s", err, lastLogLine(p.Output())))
-			m.mu.Unlock()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-time.After(backoff):
-				}
-				backoff = min(2*backoff, 10*time.Second)
-				if err := m.restart(); err == nil {
-					break
-				}
-			}
-		}
-	}()
-}
-
-func (m *Manager) stopSupervision() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.supervised {
-		close(m.stopCh)
-		m.supervised = false
-	}
-}
-
-// Exits lists how the supervised manager exited: the error and its last
-// log line.
-func (m *Manager) Exits() []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return append([]string(nil), m.exits...)
-}
-
-func lastLogLine(out string) string {
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	for i := len(lines) - 1; i >= 0; i-- {
-		if strings.Contains(lines[i], "error") || strings.Contains(lines[i], "lost") {
-			return strings.TrimSpace(lines[i])
-		}
-	}
-	return strings.TrimSpace(lines[len(lines)-1])
-}
-
-// Requests is how many requests the manager sent between from and to.
-func (m *Manager) Requests(from, to time.Time) int { return m.proxy.count(from, to, nil) }
-
-// Writes is how many mutating requests (POST, PUT, PATCH, DELETE) the
-// manager sent between from and to, Lease renewals excluded.
-func (m *Manager) Writes(from, to time.Time) int {
-	return m.proxy.count(from, to, func(r proxied) bool { return r.write && !r.lease })
-}
-
-// RequestRate is the manager's mean and highest one-second request rate
-// between from and to.
-func (m *Manager) RequestRate(from, to time.Time) (mean, peak float64) {
-	return m.proxy.rate(from, to)
-}
-
-// Throttled is how many of the manager's requests the apiserver's flow
-// control refused with 429 between from and to.
-func (m *Manager) Throttled(from, to time.Time) int {
-	return m.proxy.count(from, to, func(r proxied) bool { return r.code == http.StatusTooManyRequests })
-}
-
-// component is a control-plane process kwokctl started, which a scenario
-// stops and starts again with the same command line, working directory and
-// environment, as a static pod's restart would.
-type component struct {
-	name    string
-	pidFile string
-	args    []string
-	dir     string
-	env     []string
-	logFile string
-	stopped bool
-	cmd     *exec.Cmd
-	// held are listeners on the component's ports while it is stopped.
-	held []net.Listener
-}
-
-// ports are the TCP ports the component listens on, from its flags.
-func (c *component) ports() []int {
-	var out []int
-	for _, a := range c.args {
-		name, value, ok := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if !ok {
-			continue
-		}
-		switch name {
-		case "secure-port":
-			if p, err := strconv.Atoi(value); err == nil {
-				out = append(out, p)
-			}
-		case "listen-client-urls", "listen-peer-urls":
-			for _, u := range strings.Split(value, ",") {
-				if i := strings.LastIndexByte(u, ':'); i >= 0 {
-					if p, err := strconv.Atoi(u[i+1:]); err == nil {
-						out = append(out, p)
-					}
-				}
-			}
-		}
-	}
-	return out
-}
-
-// hold binds the stopped component's ports, so that no other cluster on
-// the machine (kwokctl hands out the free ports it finds) takes them before
-// the component starts again. Connections are accepted and closed at once:
-// to a client the component is still down.
-func (c *component) hold() error {
-	for _, port := range c.ports() {
-		l, err := net.Listen("tcp", fmt.Sprintf(":%d", port))
-		if err != nil {
-			return fmt.Errorf("hold port %d of %s: %w", port, c.name, err)
-		}
-		go func() {
-			for {
-				conn, err := l.Accept()
-				if err != nil {
-					return
-				}
-				_ = conn.Close()
-			}
-		}()
-		c.held = append(c.held, l)
-	}
-	return nil
-}
-
-// waitListening waits (up to 30s) until the restarted component has bound
-// its ports, so that the creation lock is released only then.
-func (c *component) waitListening(ports []int) {
-	deadline := time.Now().Add(30 * time.Second)
-	for _, port := range ports {
-		for time.Now().Before(deadline) {
-			l, err := net.Listen("tcp", fmt.Sprintf(":%d", port))
-			if err != nil {
-				break // bound: by the component
-			}
-			_ = l.Close()
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-}
-
-func (c *component) release() {
-	for _, l := range c.held {
-		_ = l.Close()
-	}
-	c.held = nil
-}
-
-// Component captures a running component's command line (kube-apiserver,
-// etcd, ...).
-func (e *Env) Component(name string) (*component, error) {
-	dir := filepath.Join(e.Cluster.Workdir, "clusters", e.Cluster.Name)
-	c := &component{name: name, pidFile: filepath.Join(dir, "pids", name+".pid"), logFile: filepath.Join(dir, "logs", name+".log")}
-	pid, err := c.pid()
-	if err != nil {
-		return nil, err
-	}
-	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil {
-		return nil, err
-	}
-	c.args = strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
-	if c.dir, err = os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid)); err != nil {
-		return nil, err
-	}
-	environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
-	if err != nil {
-		return nil, err
-	}
-	c.env = strings.Split(strings.TrimRight(string(environ), "\x00"), "\x00")
-	return c, nil
-}
-
-func (c *component) pid() (int, error) {
-	b, err := os.ReadFile(c.pidFile)
-	if err != nil {
-		return 0, err
-	}
-	return strconv.Atoi(strings.TrimSpace(string(b)))
-}
-
-// Stop sends SIGTERM, waits for the process to end, and holds its ports.
-// It does so under the machine's cluster-creation lock (hack/cluster
-// takes it too): kwokctl gives a new cluster the free ports it finds, and
-// a port freed for a moment must not be one of them.
-func (c *component) Stop() error {
-	unlock, err := buildcluster.LockCreation()
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	pid, err := c.pid()
-	if err != nil {
-		return err
-	}
-	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
-		return fmt.Errorf("stop %s: %w", c.name, err)
-	}
-	deadline := time.Now().Add(20 * time.Second)
-	for syscall.Kill(pid, 0) == nil {
-		if c.cmd != nil && c.cmd.ProcessState != nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	c.stopped = true
-	return c.hold()
-}
-
-// Start runs the component again, logging where it logged, and records its
-// PID where kwokctl looks for it.
-func (c *component) Start() error {
-	unlock, err := buildcluster.LockCreation()
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	ports := c.ports()
-	c.release()
-	defer c.waitListening(ports)
-	log, err := os.OpenFile(c.logFile, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command(c.args[0], c.args[1:]...)
-	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = c.dir, c.env, log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		_ = log.Close()
-		return fmt.Errorf("start %s: %w", c.name, err)
-	}
-	// Reaped here, so that a stopped process does not linger as a zombie
-	// that the cluster's deletion would wait for.
-	go func() { _ = cmd.Wait(); _ = log.Close() }()
-	c.cmd, c.stopped = cmd, false
-	return os.WriteFile(c.pidFile, []byte(strconv.Itoa(cmd.Process.Pid)), 0o644)
 }
 
 // WaitAPIServer waits until the apiserver answers /readyz.

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/example/memcached-operator/test/internal/load"
+	"github.com/example/memcached-operator/test/internal/names"
 )
 
 // FailoverResult is scenario 1: two managers with leader election, the
@@ -194,7 +195,7 @@ func (e *Env) leaderWrites() (writes, nonLeader int, err error) {
 		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
 			return 0, 0, fmt.Errorf("audit log: %w", err)
 		}
-		if ev.ImpersonatedUser == nil || !strings.HasPrefix(ev.ImpersonatedUser.Username, "system:serviceaccount:"+operatorNamespace+":manager-") {
+		if ev.ImpersonatedUser == nil || !strings.HasPrefix(ev.ImpersonatedUser.Username, "system:serviceaccount:"+names.OperatorNamespace+":manager-") {
 			continue
 		}
 		events = append(events, ev)

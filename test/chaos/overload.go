@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/example/memcached-operator/test/internal/load"
+	"github.com/example/memcached-operator/test/internal/proc"
 )
 
 // OverloadResult is scenario 7: as many Memcacheds as fast as many
@@ -103,7 +104,7 @@ func Overload(sc Scale, progress func(string, ...any)) (r OverloadResult, err er
 	r.Throttled = m.Throttled(start, time.Now())
 	r.Requests = m.Requests(start, time.Now())
 	retries.Range(func(_, v any) bool { r.TenantRetries += *v.(*int); return true })
-	r.PeakRSSMiB, _ = load.PeakRSSMiB(m.current().PID())
+	r.PeakRSSMiB, _ = proc.PeakRSSMiB(m.current().PID())
 	mu.Lock()
 	for name, msg := range degraded {
 		r.ErrorsInStatus = append(r.ErrorsInStatus, name+": "+msg)

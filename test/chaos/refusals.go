@@ -20,6 +20,7 @@ import (
 
 	"github.com/example/memcached-operator/test/internal/cluster"
 	"github.com/example/memcached-operator/test/internal/load"
+	"github.com/example/memcached-operator/test/internal/names"
 )
 
 // backoffRetries is how many times controller-runtime's default per-object
@@ -148,7 +149,7 @@ func LostPermission(sc Scale, progress func(string, ...any)) (r PermissionResult
 func (e *Env) removeVerb(group, resource, verb string) (func() error, error) {
 	ctx := context.Background()
 	role := &rbacv1.ClusterRole{}
-	if err := e.Admin.Get(ctx, types.NamespacedName{Name: managerRole}, role); err != nil {
+	if err := e.Admin.Get(ctx, types.NamespacedName{Name: names.ManagerRole}, role); err != nil {
 		return nil, err
 	}
 	original := role.DeepCopy()
@@ -163,7 +164,7 @@ func (e *Env) removeVerb(group, resource, verb string) (func() error, error) {
 		}
 	}
 	if !found {
-		return nil, fmt.Errorf("ClusterRole %s grants no %s on %s", managerRole, verb, resource)
+		return nil, fmt.Errorf("ClusterRole %s grants no %s on %s", names.ManagerRole, verb, resource)
 	}
 	if err := e.Admin.Update(ctx, role); err != nil {
 		return nil, err
@@ -171,7 +172,7 @@ func (e *Env) removeVerb(group, resource, verb string) (func() error, error) {
 	return func() error {
 		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 			cur := &rbacv1.ClusterRole{}
-			if err := e.Admin.Get(ctx, types.NamespacedName{Name: managerRole}, cur); err != nil {
+			if err := e.Admin.Get(ctx, types.NamespacedName{Name: names.ManagerRole}, cur); err != nil {
 				return err
 			}
 			cur.Rules = original.Rules

@@ -24,14 +24,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/example/memcached-operator/test/internal/cluster"
+	"github.com/example/memcached-operator/test/internal/names"
 	"github.com/example/memcached-operator/test/internal/repo"
 	"github.com/example/memcached-operator/test/internal/run"
-)
-
-const (
-	operatorNamespace = "memcached-operator-system"
-	serviceAccount    = "memcached-operator-controller-manager"
-	cacheNamespace    = "cache"
 )
 
 // The kubectl path of docs/deploy/kubectl.md, for real, for every environment: install the
@@ -65,8 +60,8 @@ func TestKubectlDeployAndLeastPrivilege(t *testing.T) {
 			}
 
 			manager := &appsv1.Deployment{}
-			get(t, c, operatorNamespace, serviceAccount, manager)
-			expectPodSecurityAdmits(t, c, operatorNamespace, manager.Spec.Template)
+			get(t, c, names.OperatorNamespace, names.ManagerServiceAccount, manager)
+			expectPodSecurityAdmits(t, c, names.OperatorNamespace, manager.Spec.Template)
 
 			lifecycleAsServiceAccount(t, c, bins["kubectl"])
 		})
@@ -120,61 +115,61 @@ func expectPodSecurityAdmits(t *testing.T, c *cluster.Envtest, namespace string,
 func lifecycleAsServiceAccount(t *testing.T, c *cluster.Envtest, kubectl string) {
 	t.Helper()
 	ctx := context.Background()
-	asOperator := cluster.ImpersonatingKubeconfig(t, c.Kubeconfig, operatorNamespace, serviceAccount)
+	asOperator := cluster.ImpersonatingKubeconfig(t, c.Kubeconfig, names.OperatorNamespace, names.ManagerServiceAccount)
 	metrics := run.FreePort(t)
 	mgr := cluster.StartManager(t, asOperator,
-		"--leader-elect", "--leader-election-namespace="+operatorNamespace,
+		"--leader-elect", "--leader-election-namespace="+names.OperatorNamespace,
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metrics))
 	// envtest runs no ServiceAccount controller; a real cluster creates
 	// "default" in every namespace, and Pod admission needs it.
-	if err := c.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: cacheNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := c.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: names.CacheNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 
 	cache := &appsv1.Deployment{}
 	cluster.Eventually(t, 60*time.Second, "the operator to create the app-cache Deployment", func() error {
-		return c.Client.Get(ctx, types.NamespacedName{Namespace: cacheNamespace, Name: "app-cache"}, cache)
+		return c.Client.Get(ctx, types.NamespacedName{Namespace: names.CacheNamespace, Name: "app-cache"}, cache)
 	})
-	expectPodSecurityAdmits(t, c, cacheNamespace, cache.Spec.Template)
-	cluster.MarkDeploymentReady(t, c.Client, cacheNamespace, "app-cache")
+	expectPodSecurityAdmits(t, c, names.CacheNamespace, cache.Spec.Template)
+	cluster.MarkDeploymentReady(t, c.Client, names.CacheNamespace, "app-cache")
 	waitForCondition(t, c, "Ready", "True", "")
 	expectArgoHealth(t, c, "Healthy")
 
-	cluster.Run(t, c.Kubeconfig, nil, kubectl, "scale", "memcached/app-cache", "-n", cacheNamespace, "--replicas=4")
+	cluster.Run(t, c.Kubeconfig, nil, kubectl, "scale", "memcached/app-cache", "-n", names.CacheNamespace, "--replicas=4")
 	cluster.Eventually(t, 30*time.Second, "the Deployment to follow the scale", func() error {
-		get(t, c, cacheNamespace, "app-cache", cache)
+		get(t, c, names.CacheNamespace, "app-cache", cache)
 		if *cache.Spec.Replicas != 4 {
 			return fmt.Errorf("replicas %d", *cache.Spec.Replicas)
 		}
 		return nil
 	})
-	cluster.MarkDeploymentReady(t, c.Client, cacheNamespace, "app-cache")
+	cluster.MarkDeploymentReady(t, c.Client, names.CacheNamespace, "app-cache")
 	waitForCondition(t, c, "Ready", "True", "")
 
-	cluster.Run(t, c.Kubeconfig, nil, kubectl, "patch", "memcached/app-cache", "-n", cacheNamespace, "--type=merge", "-p", `{"spec":{"paused":true}}`)
+	cluster.Run(t, c.Kubeconfig, nil, kubectl, "patch", "memcached/app-cache", "-n", names.CacheNamespace, "--type=merge", "-p", `{"spec":{"paused":true}}`)
 	waitForCondition(t, c, "Progressing", "False", "Paused")
 	expectArgoHealth(t, c, "Suspended")
-	cluster.Run(t, c.Kubeconfig, nil, kubectl, "patch", "memcached/app-cache", "-n", cacheNamespace, "--type=merge", "-p", `{"spec":{"paused":false}}`)
+	cluster.Run(t, c.Kubeconfig, nil, kubectl, "patch", "memcached/app-cache", "-n", names.CacheNamespace, "--type=merge", "-p", `{"spec":{"paused":false}}`)
 	waitForCondition(t, c, "Ready", "True", "")
 
 	scrapeMetrics(t, c, kubectl, metrics)
 
 	lease := &coordinationv1.Lease{}
-	get(t, c, operatorNamespace, "memcached-operator.cache.example.com", lease)
+	get(t, c, names.OperatorNamespace, "memcached-operator.cache.example.com", lease)
 	if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
 		t.Errorf("the manager holds no leader election lease")
 	}
 
-	cluster.Run(t, c.Kubeconfig, nil, kubectl, "delete", "memcached/app-cache", "-n", cacheNamespace, "--wait", "--timeout=60s")
+	cluster.Run(t, c.Kubeconfig, nil, kubectl, "delete", "memcached/app-cache", "-n", names.CacheNamespace, "--wait", "--timeout=60s")
 	for _, obj := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &policyv1.PodDisruptionBudget{}} {
-		err := c.Client.Get(ctx, types.NamespacedName{Namespace: cacheNamespace, Name: "app-cache"}, obj)
+		err := c.Client.Get(ctx, types.NamespacedName{Namespace: names.CacheNamespace, Name: "app-cache"}, obj)
 		if !apierrors.IsNotFound(err) {
 			t.Errorf("%T app-cache survived the Memcached: %v", obj, err)
 		}
 	}
 
 	if log := mgr.Log(); strings.Contains(strings.ToLower(log), "forbidden") {
-		t.Errorf("the manager hit RBAC denials as %s:\n%s", serviceAccount, log)
+		t.Errorf("the manager hit RBAC denials as %s:\n%s", names.ManagerServiceAccount, log)
 	}
 }
 
@@ -185,7 +180,7 @@ func expectArgoHealth(t *testing.T, c *cluster.Envtest, want string) {
 	mc := &unstructured.Unstructured{}
 	mc.SetAPIVersion("cache.example.com/v1alpha1")
 	mc.SetKind("Memcached")
-	if err := c.Client.Get(context.Background(), types.NamespacedName{Namespace: cacheNamespace, Name: "app-cache"}, mc); err != nil {
+	if err := c.Client.Get(context.Background(), types.NamespacedName{Namespace: names.CacheNamespace, Name: "app-cache"}, mc); err != nil {
 		t.Fatal(err)
 	}
 	if got, msg := argoHealth(t, healthScript(t), mc.Object); got != want {
@@ -196,7 +191,7 @@ func expectArgoHealth(t *testing.T, c *cluster.Envtest, want string) {
 func waitForCondition(t *testing.T, c *cluster.Envtest, condType, status, reason string) {
 	t.Helper()
 	cluster.Eventually(t, 30*time.Second, "app-cache "+condType+"="+status+" "+reason, func() error {
-		mc, err := cluster.Memcached(c.Client, cacheNamespace, "app-cache")
+		mc, err := cluster.Memcached(c.Client, names.CacheNamespace, "app-cache")
 		if err != nil {
 			return err
 		}

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/example/memcached-operator/test/internal/cluster"
+	"github.com/example/memcached-operator/test/internal/names"
 	"github.com/example/memcached-operator/test/internal/repo"
 	"github.com/example/memcached-operator/test/internal/run"
 )
@@ -59,11 +60,11 @@ func TestMakeTargets(t *testing.T) {
 	makeTarget("install")
 	crd := &apiextensionsv1.CustomResourceDefinition{}
 	get(t, c, "", "memcacheds.cache.example.com", crd)
-	get(t, c, operatorNamespace, serviceAccount, &corev1.ServiceAccount{})
+	get(t, c, names.OperatorNamespace, names.ManagerServiceAccount, &corev1.ServiceAccount{})
 
 	makeTarget("deploy")
-	get(t, c, operatorNamespace, serviceAccount, &appsv1.Deployment{})
-	if !exists(memcached(), cacheNamespace, "app-cache") {
+	get(t, c, names.OperatorNamespace, names.ManagerServiceAccount, &appsv1.Deployment{})
+	if !exists(memcached(), names.CacheNamespace, "app-cache") {
 		t.Fatal("make deploy did not create the dev Memcached")
 	}
 
@@ -73,7 +74,7 @@ func TestMakeTargets(t *testing.T) {
 	const img = "localhost:5000/memcached-operator:v0.0.1"
 	makeTarget("deploy", "IMG="+img)
 	d := &appsv1.Deployment{}
-	get(t, c, operatorNamespace, serviceAccount, d)
+	get(t, c, names.OperatorNamespace, names.ManagerServiceAccount, d)
 	if got := d.Spec.Template.Spec.Containers[0].Image; got != img {
 		t.Errorf("make deploy IMG=%s runs %s", img, got)
 	}
@@ -95,18 +96,18 @@ func TestMakeTargets(t *testing.T) {
 	cluster.StartManager(t, c.Kubeconfig, "--metrics-bind-address=0")
 	cluster.Eventually(t, 30*time.Second, "the finalizer on app-cache", func() error {
 		mc := memcached()
-		if !exists(mc, cacheNamespace, "app-cache") || len(mc.GetFinalizers()) == 0 {
+		if !exists(mc, names.CacheNamespace, "app-cache") || len(mc.GetFinalizers()) == 0 {
 			return os.ErrNotExist
 		}
 		return nil
 	})
 	makeTarget("undeploy")
-	if exists(memcached(), cacheNamespace, "app-cache") {
+	if exists(memcached(), names.CacheNamespace, "app-cache") {
 		t.Errorf("make undeploy left the Memcached")
 	}
 	cluster.Eventually(t, 30*time.Second, "the manager Deployment to be deleted", func() error {
 		d := &appsv1.Deployment{}
-		if err := c.Client.Get(ctx, types.NamespacedName{Namespace: operatorNamespace, Name: serviceAccount}, d); !apierrors.IsNotFound(err) {
+		if err := c.Client.Get(ctx, types.NamespacedName{Namespace: names.OperatorNamespace, Name: names.ManagerServiceAccount}, d); !apierrors.IsNotFound(err) {
 			return os.ErrExist
 		}
 		return nil

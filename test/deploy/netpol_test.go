@@ -6,6 +6,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 
+	"github.com/example/memcached-operator/test/internal/names"
 	"github.com/example/memcached-operator/test/internal/netpol"
 )
 
@@ -33,11 +34,11 @@ func TestNetworkPolicies(t *testing.T) {
 			if err := yamlToObject(r[manager].MustString(), mgr); err != nil {
 				t.Fatal(err)
 			}
-			manager := netpol.Pod{Namespace: operatorNamespace, Labels: mgr.Spec.Template.Labels}
+			manager := netpol.Pod{Namespace: names.OperatorNamespace, Labels: mgr.Spec.Template.Labels}
 			// The labels the operator gives every memcached pod
 			// (operator/internal/resources.Labels; test/memcached reads them
 			// from live pod templates).
-			cache := netpol.Pod{Namespace: cacheNamespace, Labels: map[string]string{
+			cache := netpol.Pod{Namespace: names.CacheNamespace, Labels: map[string]string{
 				"app.kubernetes.io/name": "memcached", "app.kubernetes.io/instance": "app-cache", "app.kubernetes.io/managed-by": "memcached-operator",
 			}}
 			prometheus := netpol.Pod{Namespace: "monitoring", Labels: map[string]string{"app.kubernetes.io/name": "prometheus"}}
@@ -46,8 +47,8 @@ func TestNetworkPolicies(t *testing.T) {
 			// The old policy let in any namespace labelled metrics=enabled,
 			// which only the operator's own namespace carried.
 			labelled := netpol.Pod{Namespace: "tenant", NamespaceLabels: map[string]string{"metrics": "enabled"}, Labels: map[string]string{"app": "x"}}
-			neighbour := netpol.Pod{Namespace: operatorNamespace, Labels: map[string]string{"app": "debug"}}
-			debug := netpol.Pod{Namespace: cacheNamespace, Labels: map[string]string{"app": "debug"}}
+			neighbour := netpol.Pod{Namespace: names.OperatorNamespace, Labels: map[string]string{"app": "debug"}}
+			debug := netpol.Pod{Namespace: names.CacheNamespace, Labels: map[string]string{"app": "debug"}}
 
 			for _, c := range []struct {
 				name     string

@@ -31,14 +31,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/example/memcached-operator/test/internal/cluster"
+	"github.com/example/memcached-operator/test/internal/names"
 	"github.com/example/memcached-operator/test/internal/repo"
 	"github.com/example/memcached-operator/test/internal/run"
 )
 
 const (
-	operatorNamespace = "memcached-operator-system"
-	serviceAccount    = "memcached-operator-controller-manager"
-	waitFor           = 60 * time.Second
+	waitFor = 60 * time.Second
 )
 
 // want describes what each environment's overlay must bring up.
@@ -82,12 +81,12 @@ func TestE2E(t *testing.T) {
 			// The manager's own pods are scheduled and Running on fake
 			// nodes, with the image the overlay pins.
 			pinned := managerImage(t, c)
-			waitPods(t, c, operatorNamespace, "control-plane=controller-manager", e.managerReplicas, pinned)
+			waitPods(t, c, names.OperatorNamespace, "control-plane=controller-manager", e.managerReplicas, pinned)
 
 			// Fake nodes run no containers: the manager runs here, as the
 			// overlay's ServiceAccount.
-			cluster.StartManager(t, cluster.ImpersonatingKubeconfig(t, k.Kubeconfig, operatorNamespace, serviceAccount),
-				"--leader-elect", "--leader-election-namespace="+operatorNamespace, "--metrics-bind-address=0")
+			cluster.StartManager(t, cluster.ImpersonatingKubeconfig(t, k.Kubeconfig, names.OperatorNamespace, names.ManagerServiceAccount),
+				"--leader-elect", "--leader-election-namespace="+names.OperatorNamespace, "--metrics-bind-address=0")
 
 			// The environment's own cache.
 			cluster.WaitMemcachedReady(t, c, "cache", "app-cache", e.cacheSize)
@@ -144,7 +143,7 @@ func deployment(t *testing.T, c client.Client, namespace, name string) *appsv1.D
 
 func managerImage(t *testing.T, c client.Client) string {
 	t.Helper()
-	return deployment(t, c, operatorNamespace, serviceAccount).Spec.Template.Spec.Containers[0].Image
+	return deployment(t, c, names.OperatorNamespace, names.ManagerServiceAccount).Spec.Template.Spec.Containers[0].Image
 }
 
 // waitPods waits until exactly n pods match the selector, all Running and

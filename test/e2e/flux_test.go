@@ -20,6 +20,7 @@ import (
 	"github.com/example/memcached-operator/test/internal/cluster"
 	"github.com/example/memcached-operator/test/internal/flux"
 	"github.com/example/memcached-operator/test/internal/gitserver"
+	"github.com/example/memcached-operator/test/internal/names"
 	"github.com/example/memcached-operator/test/internal/repo"
 	"github.com/example/memcached-operator/test/internal/run"
 )
@@ -75,8 +76,8 @@ func TestFluxReconcilesTheRepository(t *testing.T) {
 			cluster.Run(t, k.Kubeconfig, []byte(stdout), bins["kubectl"], "apply", "--server-side", "-f", "-")
 
 			waitFluxReady(t, c, "Kustomization", "flux-system", "memcached-crds", "memcached-operator")
-			cluster.StartManager(t, cluster.ImpersonatingKubeconfig(t, k.Kubeconfig, operatorNamespace, serviceAccount),
-				"--leader-elect", "--leader-election-namespace="+operatorNamespace, "--metrics-bind-address=0")
+			cluster.StartManager(t, cluster.ImpersonatingKubeconfig(t, k.Kubeconfig, names.OperatorNamespace, names.ManagerServiceAccount),
+				"--leader-elect", "--leader-election-namespace="+names.OperatorNamespace, "--metrics-bind-address=0")
 			waitFluxReady(t, c, "Kustomization", "memcached-instances")
 			cluster.WaitMemcachedReady(t, c, "cache", "app-cache", e.cacheSize)
 			t.Logf("%s: Flux reconciled every Kustomization Ready in %v", e.env, time.Since(start).Round(100*time.Millisecond))
@@ -85,9 +86,9 @@ func TestFluxReconcilesTheRepository(t *testing.T) {
 			}
 
 			// A pin, committed and pushed, reaches the cache's pods.
-			out, code := pinScript(t, work, "dev", "memcached:1.6.38-alpine")
+			out, code := pin(t, work, "dev", "memcached:1.6.38-alpine")
 			if code != 0 {
-				t.Fatalf("pin.sh: %s", out)
+				t.Fatalf("pins pin: %s", out)
 			}
 			gitserver.Git(t, work, "commit", "-qam", "dev: memcached 1.6.38")
 			commit := time.Now()
@@ -132,7 +133,7 @@ func TestFluxReconcilesTheRepository(t *testing.T) {
 			})
 			t.Logf("dev: removed from Git to pruned: %v", time.Since(pruned).Round(100*time.Millisecond))
 			waitFluxReady(t, c, "Kustomization", "memcached-operator", "memcached-instances")
-			for _, name := range []string{"cache", operatorNamespace} {
+			for _, name := range []string{"cache", names.OperatorNamespace} {
 				ns := &corev1.Namespace{}
 				if err := c.Get(context.Background(), types.NamespacedName{Name: name}, ns); err != nil || ns.DeletionTimestamp != nil {
 					t.Errorf("namespace %s did not survive: %v", name, err)
@@ -169,9 +170,10 @@ func rewriteFluxURL(t *testing.T, work, url string) {
 	}
 }
 
-func pinScript(t *testing.T, work string, args ...string) (string, int) {
+// pin runs `make pin`'s command, bin/pins, on the snapshot work.
+func pin(t *testing.T, work string, args ...string) (string, int) {
 	t.Helper()
-	stdout, stderr, code := run.Command(t, nil, filepath.Join(work, "scripts", "pin.sh"), args...)
+	stdout, stderr, code := run.Command(t, nil, filepath.Join(work, "bin", "pins"), append([]string{"-C", work, "pin"}, args...)...)
 	return stdout + stderr, code
 }
 

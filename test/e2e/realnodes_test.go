@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/example/memcached-operator/test/internal/cluster"
+	"github.com/example/memcached-operator/test/internal/names"
 	"github.com/example/memcached-operator/test/internal/repo"
 	"github.com/example/memcached-operator/test/internal/run"
 )
@@ -64,12 +65,12 @@ func TestRealNodes(t *testing.T) {
 	if out, err := deploy.CombinedOutput(); err != nil {
 		t.Fatalf("make deploy: %v\n%s", err, out)
 	}
-	kubectl("-n", operatorNamespace, "set", "env", "deployment/"+serviceAccount, "MEMCACHED_IMAGE="+images.Memcached, "EXPORTER_IMAGE="+images.Exporter)
-	kubectl("-n", operatorNamespace, "rollout", "status", "deployment/"+serviceAccount, "--timeout=120s")
-	waitPods(t, c, operatorNamespace, "control-plane=controller-manager", 1, images.Manager)
+	kubectl("-n", names.OperatorNamespace, "set", "env", "deployment/"+names.ManagerServiceAccount, "MEMCACHED_IMAGE="+images.Memcached, "EXPORTER_IMAGE="+images.Exporter)
+	kubectl("-n", names.OperatorNamespace, "rollout", "status", "deployment/"+names.ManagerServiceAccount, "--timeout=120s")
+	waitPods(t, c, names.OperatorNamespace, "control-plane=controller-manager", 1, images.Manager)
 	t.Logf("operator Ready in-cluster from %s (its own probes, ServiceAccount, restricted) %v after make deploy", images.Manager, time.Since(start).Round(time.Millisecond))
 	cluster.Eventually(t, waitFor, "the in-cluster manager to take the leader election lease", func() error {
-		if kubectl("-n", operatorNamespace, "get", "lease", "-o", "jsonpath={.items[*].spec.holderIdentity}") == "" {
+		if kubectl("-n", names.OperatorNamespace, "get", "lease", "-o", "jsonpath={.items[*].spec.holderIdentity}") == "" {
 			return fmt.Errorf("no holder")
 		}
 		return nil

@@ -1,94 +1,73 @@
 package e2e
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/example/memcached-operator/test/internal/proc"
 	"github.com/example/memcached-operator/test/internal/repo"
 	"github.com/example/memcached-operator/test/internal/run"
 )
 
-// makeRun is `make run` as a newcomer starts it: in its own process group
-// (the terminal's), so Ctrl-C reaches make and the manager alike.
+// makeRun is `make run` as a newcomer starts it (proc, the harness's one
+// runner): in its own process group (the terminal's), so Ctrl-C reaches
+// make and the manager alike, with the user's environment.
 type makeRun struct {
-	cmd  *exec.Cmd
-	mu   sync.Mutex
-	out  strings.Builder
-	seen chan string // every output line
-	done chan error
+	*proc.Process
+	// seen is how much of the output earlier waits consumed.
+	seen int
 }
 
 func startMakeRun(t *testing.T, env []string, args ...string) *makeRun {
 	t.Helper()
-	m := &makeRun{seen: make(chan string, 1000), done: make(chan error, 1)}
-	m.cmd = exec.Command("make", append([]string{"--no-print-directory", "-C", repo.MustRoot(t), "run"}, args...)...)
-	m.cmd.Env = append(run.UserEnv(), env...)
-	m.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	pr, pw := io.Pipe()
-	m.cmd.Stdout, m.cmd.Stderr = pw, pw
-	if err := m.cmd.Start(); err != nil {
+	p, err := proc.TryStart(proc.Spec{
+		Name: "make run", Path: "make",
+		Args: append([]string{"--no-print-directory", "-C", repo.MustRoot(t), "run"}, args...),
+		Env:  append(run.UserEnv(), env...), OnlyEnv: true,
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-	go func() {
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			m.mu.Lock()
-			m.out.WriteString(sc.Text() + "\n")
-			m.mu.Unlock()
-			select {
-			case m.seen <- sc.Text():
-			default:
-			}
-		}
-	}()
-	go func() { err := m.cmd.Wait(); _ = pw.Close(); m.done <- err }()
 	t.Cleanup(func() {
-		if m.cmd.ProcessState == nil {
-			_ = syscall.Kill(-m.cmd.Process.Pid, syscall.SIGKILL)
-			if err := <-m.done; err != nil {
-				t.Logf("make run killed at cleanup: %v", err)
-			}
+		if exited, _ := p.Exited(); !exited {
+			p.Kill()
+			t.Logf("make run killed at cleanup")
 		}
 		if t.Failed() {
-			t.Logf("make run output:\n%s", m.output())
+			t.Logf("make run output:\n%s", p.Output())
 		}
 	})
-	return m
+	return &makeRun{Process: p}
 }
 
-func (m *makeRun) output() string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.out.String()
-}
+func (m *makeRun) output() string { return m.Output() }
 
-// waitFor waits for a line containing s, failing if make exits first.
+// waitFor waits for output containing s after what earlier waits matched,
+// failing if make exits first.
 func (m *makeRun) waitFor(t *testing.T, s string, timeout time.Duration) {
 	t.Helper()
-	deadline := time.After(timeout)
+	deadline := time.Now().Add(timeout)
 	for {
-		select {
-		case line := <-m.seen:
-			if strings.Contains(line, s) {
-				return
-			}
-		case err := <-m.done:
-			m.done <- err
+		out := m.Output()
+		if i := strings.Index(out[m.seen:], s); i >= 0 {
+			m.seen += i + len(s)
+			return
+		}
+		if exited, err := m.Exited(); exited {
 			t.Fatalf("make run exited (%v) before printing %q", err, s)
-		case <-deadline:
+		}
+		if time.Now().After(deadline) {
 			t.Fatalf("make run did not print %q within %v", s, timeout)
 		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -97,20 +76,15 @@ func (m *makeRun) waitFor(t *testing.T, s string, timeout time.Duration) {
 // matters is that the manager stopped cleanly, which the caller checks.
 func (m *makeRun) interrupt(t *testing.T) error {
 	t.Helper()
-	if err := syscall.Kill(-m.cmd.Process.Pid, syscall.SIGINT); err != nil {
+	if err := m.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-m.done:
-		var exit *exec.ExitError
-		if errors.As(err, &exit) && exit.Sys().(syscall.WaitStatus).Signal() == syscall.SIGINT {
-			return nil
-		}
-		return err
-	case <-time.After(30 * time.Second):
-		t.Fatal("make run did not stop within 30s of Ctrl-C")
+	err := m.Wait(30 * time.Second)
+	var exit *exec.ExitError
+	if errors.As(err, &exit) && exit.Sys().(syscall.WaitStatus).Signal() == syscall.SIGINT {
 		return nil
 	}
+	return err
 }
 
 // `make run` on a machine with no cluster: it creates one, installs the
@@ -179,7 +153,7 @@ func TestMakeRunErrors(t *testing.T) {
 		defer func() { _ = l.Close() }()
 		port := fmt.Sprint(l.Addr().(*net.TCPAddr).Port)
 		m := startMakeRun(t, []string{"METRICS_ADDR=127.0.0.1:" + port, "CLUSTER_NAME=never-created"})
-		if err := <-m.done; err == nil {
+		if err := m.Wait(2 * time.Minute); err == nil {
 			t.Fatal("make run started with its metrics port taken")
 		}
 		if out := m.output(); !strings.Contains(out, "port "+port+" is in use") || !strings.Contains(out, "METRICS_ADDR=") {

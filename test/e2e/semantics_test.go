@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/example/memcached-operator/test/internal/cluster"
+	"github.com/example/memcached-operator/test/internal/names"
 	"github.com/example/memcached-operator/test/internal/repo"
 )
 
@@ -42,7 +43,7 @@ func TestKubernetesSemantics(t *testing.T) {
 	}
 	kubectl("apply", "--server-side", "-k", "deploy/install")
 	kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/memcacheds.cache.example.com")
-	cluster.StartManager(t, cluster.ImpersonatingKubeconfig(t, k.Kubeconfig, operatorNamespace, serviceAccount), "--metrics-bind-address=0")
+	cluster.StartManager(t, cluster.ImpersonatingKubeconfig(t, k.Kubeconfig, names.OperatorNamespace, names.ManagerServiceAccount), "--metrics-bind-address=0")
 
 	apply := func(name, spec string) {
 		t.Helper()

@@ -28,13 +28,14 @@ import (
 
 	"github.com/example/memcached-operator/hack/chart"
 	"github.com/example/memcached-operator/test/internal/helmtemplate"
+	"github.com/example/memcached-operator/test/internal/names"
 	"github.com/example/memcached-operator/test/internal/repo"
 )
 
 // The release the comparisons render: the names `make deploy` uses.
 const (
 	releaseName = "memcached-operator"
-	namespace   = "memcached-operator-system"
+	namespace   = names.OperatorNamespace
 )
 
 func chartDir(t testing.TB) string { return helmtemplate.Dir(t) }

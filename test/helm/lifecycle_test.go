@@ -28,15 +28,14 @@ import (
 
 	"github.com/example/memcached-operator/hack/chart"
 	"github.com/example/memcached-operator/test/internal/cluster"
+	"github.com/example/memcached-operator/test/internal/names"
 	"github.com/example/memcached-operator/test/internal/registry"
 	"github.com/example/memcached-operator/test/internal/repo"
 )
 
 const (
-	managerDeployment = "memcached-operator-controller-manager"
-	serviceAccount    = "memcached-operator-controller-manager"
-	crdName           = "memcacheds.cache.example.com"
-	helmTimeout       = 2 * time.Minute
+	crdName     = "memcacheds.cache.example.com"
+	helmTimeout = 2 * time.Minute
 )
 
 // helmClient is Helm's SDK configured as `helm --kubeconfig K -n NS`.
@@ -111,13 +110,13 @@ func TestChartLifecycle(t *testing.T) {
 		t.Fatalf("helm install: %v", err)
 	}
 	t.Logf("installed and Ready in %v", time.Since(start).Round(time.Millisecond))
-	d := deployment(t, c, namespace, managerDeployment)
+	d := deployment(t, c, namespace, names.ManagerDeployment)
 	if d.Status.ReadyReplicas != 1 {
 		t.Fatalf("the manager has %d ready replicas after a waited install", d.Status.ReadyReplicas)
 	}
 	// Fake nodes run no containers: the manager runs here, as the chart's
 	// ServiceAccount, with the chart's RBAC.
-	manager := cluster.StartManager(t, cluster.ImpersonatingKubeconfig(t, k.Kubeconfig, namespace, serviceAccount),
+	manager := cluster.StartManager(t, cluster.ImpersonatingKubeconfig(t, k.Kubeconfig, namespace, names.ManagerServiceAccount),
 		"--leader-elect", "--leader-election-namespace="+namespace, "--metrics-bind-address=0")
 	cluster.Run(t, k.Kubeconfig, nil, bins["kubectl"], "apply", "--server-side", "-f", "deploy/samples/memcached-sample.yaml")
 	cluster.WaitMemcachedReady(t, c, "default", "memcached-sample", 3)
@@ -130,7 +129,7 @@ func TestChartLifecycle(t *testing.T) {
 	if _, err := upgrade.RunWithContext(ctx, releaseName, ch, map[string]any{"manager": map[string]any{"replicas": 2, "logLevel": "debug"}}); err != nil {
 		t.Fatalf("helm upgrade: %v", err)
 	}
-	d = deployment(t, c, namespace, managerDeployment)
+	d = deployment(t, c, namespace, names.ManagerDeployment)
 	if *d.Spec.Replicas != 2 || d.Status.ReadyReplicas != 2 || !slices.Contains(d.Spec.Template.Spec.Containers[0].Args, "--zap-log-level=debug") {
 		t.Errorf("after the upgrade: %d replicas (%d ready), args %q", *d.Spec.Replicas, d.Status.ReadyReplicas, d.Spec.Template.Spec.Containers[0].Args)
 	}
@@ -144,7 +143,7 @@ func TestChartLifecycle(t *testing.T) {
 	if err := rollback.Run(releaseName); err != nil {
 		t.Fatalf("helm rollback: %v", err)
 	}
-	d = deployment(t, c, namespace, managerDeployment)
+	d = deployment(t, c, namespace, names.ManagerDeployment)
 	if *d.Spec.Replicas != 1 || slices.ContainsFunc(d.Spec.Template.Spec.Containers[0].Args, func(a string) bool { return strings.HasPrefix(a, "--zap-log-level") }) {
 		t.Errorf("after the rollback: %d replicas, args %q", *d.Spec.Replicas, d.Spec.Template.Spec.Containers[0].Args)
 	}
@@ -173,8 +172,8 @@ func TestChartLifecycle(t *testing.T) {
 		t.Errorf("the Memcached survived the uninstall: %v", err)
 	}
 	for _, o := range []client.Object{&appsv1.Deployment{}, &corev1.ServiceAccount{}} {
-		if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: managerDeployment}, o); !apierrors.IsNotFound(err) {
-			t.Errorf("%T %s survived the uninstall: %v", o, managerDeployment, err)
+		if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: names.ManagerDeployment}, o); !apierrors.IsNotFound(err) {
+			t.Errorf("%T %s survived the uninstall: %v", o, names.ManagerDeployment, err)
 		}
 	}
 	if err := manager.Stop(); err != nil {
@@ -184,7 +183,7 @@ func TestChartLifecycle(t *testing.T) {
 	t.Run("reinstall from an OCI registry with the helm CLI", func(t *testing.T) {
 		reinstallFromOCI(t, k.Kubeconfig, bins["helm"])
 		cluster.Eventually(t, helmTimeout, "the manager Deployment", func() error {
-			return c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: managerDeployment}, &appsv1.Deployment{})
+			return c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: names.ManagerDeployment}, &appsv1.Deployment{})
 		})
 	})
 }

@@ -32,13 +32,12 @@ import (
 	cachev1alpha1 "github.com/example/memcached-operator/operator/api/v1alpha1"
 	"github.com/example/memcached-operator/test/internal/cluster"
 	"github.com/example/memcached-operator/test/internal/memcached"
+	"github.com/example/memcached-operator/test/internal/names"
 	"github.com/example/memcached-operator/test/internal/repo"
 	"github.com/example/memcached-operator/test/internal/run"
 )
 
 const (
-	operatorNamespace = "memcached-operator-system"
-	serviceAccount    = "memcached-operator-controller-manager"
 	// Objects the generated specs may refer to; they exist in the harness.
 	priorityClass      = "cache-critical"
 	cacheServiceAcount = "cache"
@@ -92,7 +91,7 @@ func startHarness(t *testing.T, namespace string) *harness {
 			t.Fatal(err)
 		}
 	}
-	cluster.StartManager(t, cluster.ImpersonatingKubeconfig(t, env.Kubeconfig, operatorNamespace, serviceAccount),
+	cluster.StartManager(t, cluster.ImpersonatingKubeconfig(t, env.Kubeconfig, names.OperatorNamespace, names.ManagerServiceAccount),
 		"--metrics-bind-address=0", "--max-concurrent-reconciles=8")
 	return &harness{env: env, c: c, namespace: namespace}
 }

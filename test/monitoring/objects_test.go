@@ -12,6 +12,7 @@ import (
 
 	"github.com/example/memcached-operator/test/internal/cluster"
 	"github.com/example/memcached-operator/test/internal/helmtemplate"
+	"github.com/example/memcached-operator/test/internal/names"
 	"github.com/example/memcached-operator/test/internal/repo"
 )
 
@@ -34,7 +35,7 @@ func TestMonitoringObjectsAreValid(t *testing.T) {
 		cluster.Run(t, env.Kubeconfig, nil, bins["kubectl"], "apply", "--server-side", "-f", filepath.Join(bins["monitoring-crds"], "monitoring.coreos.com_"+crd+".yaml"))
 	}
 	cluster.Run(t, env.Kubeconfig, nil, bins["kubectl"], "wait", "--for=condition=Established", "--all", "crd", "--timeout=60s")
-	cluster.Run(t, env.Kubeconfig, nil, bins["kubectl"], "create", "namespace", "memcached-operator-system")
+	cluster.Run(t, env.Kubeconfig, nil, bins["kubectl"], "create", "namespace", names.OperatorNamespace)
 
 	apply := func(what string, manifests []byte) {
 		t.Helper()
@@ -73,7 +74,7 @@ func TestMonitoringObjectsAreValid(t *testing.T) {
 	apply("prod with the alerts component", []byte(strings.Join(monitoring, "\n---\n")))
 
 	c := helmtemplate.Load(t, helmtemplate.Dir(t))
-	r, err := helmtemplate.Template(c, "memcached-operator", "memcached-operator-system", map[string]any{
+	r, err := helmtemplate.Template(c, "memcached-operator", names.OperatorNamespace, map[string]any{
 		"metrics":    map[string]any{"serviceMonitor": map[string]any{"enabled": true, "labels": map[string]any{"release": "prometheus"}}},
 		"monitoring": map[string]any{"podMonitor": map[string]any{"enabled": true}, "alerts": map[string]any{"enabled": true}},
 	})

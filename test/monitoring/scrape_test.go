@@ -22,16 +22,15 @@ import (
 
 	"github.com/example/memcached-operator/test/internal/cluster"
 	"github.com/example/memcached-operator/test/internal/memcached"
+	"github.com/example/memcached-operator/test/internal/names"
 	"github.com/example/memcached-operator/test/internal/proc"
 	"github.com/example/memcached-operator/test/internal/repo"
 	"github.com/example/memcached-operator/test/internal/run"
 )
 
 const (
-	operatorNamespace = "memcached-operator-system"
-	serviceAccount    = "memcached-operator-controller-manager"
-	managerJob        = "memcached-operator-controller-manager-metrics-service"
-	exporterJob       = "memcached-exporters"
+	managerJob  = "memcached-operator-controller-manager-metrics-service"
+	exporterJob = "memcached-exporters"
 )
 
 // The real Prometheus server (bin/prometheus) scrapes the manager as the
@@ -58,7 +57,7 @@ func TestPrometheusScrapesTheOperatorAndTheCaches(t *testing.T) {
 	}
 	kubectl("apply", "--server-side", "-k", "deploy/install")
 	metricsPort := run.FreePort(t)
-	cluster.StartManager(t, cluster.ImpersonatingKubeconfig(t, env.Kubeconfig, operatorNamespace, serviceAccount),
+	cluster.StartManager(t, cluster.ImpersonatingKubeconfig(t, env.Kubeconfig, names.OperatorNamespace, names.ManagerServiceAccount),
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort))
 
 	// Prometheus' identity: a ServiceAccount bound to metrics-reader.
@@ -120,7 +119,7 @@ func TestPrometheusScrapesTheOperatorAndTheCaches(t *testing.T) {
 				"authorization": map[string]any{"credentials_file": "token"},
 				"tls_config":    map[string]any{"insecure_skip_verify": insecure},
 				"static_configs": []any{map[string]any{"targets": []string{fmt.Sprintf("127.0.0.1:%d", metricsPort)},
-					"labels": map[string]string{"namespace": operatorNamespace}}},
+					"labels": map[string]string{"namespace": names.OperatorNamespace}}},
 			},
 			map[string]any{
 				"job_name": exporterJob, "metrics_path": podMonitorPath(t),

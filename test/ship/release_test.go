@@ -22,6 +22,7 @@ import (
 	"github.com/example/memcached-operator/hack/image"
 	"github.com/example/memcached-operator/test/internal/cluster"
 	"github.com/example/memcached-operator/test/internal/gitserver"
+	"github.com/example/memcached-operator/test/internal/names"
 	"github.com/example/memcached-operator/test/internal/registry"
 	"github.com/example/memcached-operator/test/internal/repo"
 	"github.com/example/memcached-operator/test/internal/run"
@@ -138,7 +139,7 @@ func TestReleaseThroughARealRegistry(t *testing.T) {
 	c := k.Client(t)
 	cluster.Eventually(t, time.Minute, "the manager Deployment on the released digest", func() error {
 		d := &appsv1.Deployment{}
-		if err := c.Get(context.Background(), types.NamespacedName{Namespace: "memcached-operator-system", Name: "memcached-operator-controller-manager"}, d); err != nil {
+		if err := c.Get(context.Background(), types.NamespacedName{Namespace: names.OperatorNamespace, Name: names.ManagerDeployment}, d); err != nil {
 			return err
 		}
 		if img := d.Spec.Template.Spec.Containers[0].Image; img != managerRef {

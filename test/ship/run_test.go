@@ -15,6 +15,7 @@ import (
 
 	"github.com/example/memcached-operator/hack/image"
 	"github.com/example/memcached-operator/test/internal/cluster"
+	"github.com/example/memcached-operator/test/internal/names"
 	"github.com/example/memcached-operator/test/internal/proc"
 	"github.com/example/memcached-operator/test/internal/registry"
 	"github.com/example/memcached-operator/test/internal/repo"
@@ -63,7 +64,7 @@ func TestImagesRunFromTheirRootFilesystems(t *testing.T) {
 		env := cluster.StartEnvtest(t)
 		cluster.Run(t, env.Kubeconfig, nil, bins["kubectl"], "apply", "--server-side", "-k", "deploy/install")
 		cluster.Run(t, env.Kubeconfig, nil, bins["kubectl"], "wait", "--for=condition=Established", "--timeout=60s", "crd/memcacheds.cache.example.com")
-		kubeconfig := readable(t, cluster.ImpersonatingKubeconfig(t, env.Kubeconfig, "memcached-operator-system", "memcached-operator-controller-manager"))
+		kubeconfig := readable(t, cluster.ImpersonatingKubeconfig(t, env.Kubeconfig, names.OperatorNamespace, names.ManagerServiceAccount))
 		mgr := proc.Start(t, proc.Spec{
 			Name: "manager (from its image)", Path: filepath.Join(fs, "manager"),
 			Args:        []string{"--kubeconfig=" + kubeconfig, "--metrics-bind-address=0", "--health-probe-bind-address=0"},

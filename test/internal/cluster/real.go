@@ -2,11 +2,9 @@ package cluster
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -16,6 +14,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	buildcluster "github.com/example/memcached-operator/hack/cluster"
+	"github.com/example/memcached-operator/test/internal/proc"
 )
 
 // NodeImage is one of the images the cluster's real nodes hold (their
@@ -76,22 +75,13 @@ func (l *Local) ImportImages(t testing.TB, images map[string]v1.Image) {
 // nodes' pods (found by their cgroup), by node.
 func (l *Local) Processes(comm string) map[string][]int {
 	out := map[string][]int{}
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
+	for _, pid := range proc.PIDs() {
+		if proc.Comm(pid) != comm || !buildcluster.Alive(pid) {
 			continue
 		}
-		c, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
-		if err != nil || strings.TrimSpace(string(c)) != comm || !buildcluster.Alive(pid) {
-			continue
-		}
-		cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
-		if err != nil {
-			continue
-		}
+		cg := proc.Cgroups(pid)
 		for _, n := range l.Cluster.Nodes() {
-			if strings.Contains(string(cg), n.Net.CgroupRoot(n.Index)+"/") {
+			if strings.Contains(cg, n.Net.CgroupRoot(n.Index)+"/") {
 				out[n.Name] = append(out[n.Name], pid)
 			}
 		}
@@ -107,15 +97,15 @@ func MachineState(t testing.TB) map[string]string {
 	t.Helper()
 	state := map[string]string{}
 	for _, k := range buildcluster.KernelSysctls {
-		b, err := os.ReadFile(filepath.Join("/proc/sys", k))
+		v, err := proc.Sysctl(k)
 		if err != nil {
 			t.Fatal(err)
 		}
-		state["sysctl "+k] = strings.TrimSpace(string(b))
+		state["sysctl "+k] = v
 	}
 	for _, k := range []string{"net/ipv4/ip_forward", "net/ipv4/conf/all/route_localnet", "net/bridge/bridge-nf-call-iptables"} {
-		if b, err := os.ReadFile(filepath.Join("/proc/sys", k)); err == nil {
-			state["sysctl "+k] = strings.TrimSpace(string(b))
+		if v, err := proc.Sysctl(k); err == nil {
+			state["sysctl "+k] = v
 		}
 	}
 	for name, cmd := range map[string][]string{
@@ -133,15 +123,9 @@ func MachineState(t testing.TB) map[string]string {
 		}
 		state[name] = stripCounters(string(out))
 	}
-	mounts, err := os.ReadFile("/proc/self/mountinfo")
+	points, err := proc.MountPoints()
 	if err != nil {
 		t.Fatal(err)
-	}
-	var points []string
-	for _, l := range strings.Split(string(mounts), "\n") {
-		if f := strings.Fields(l); len(f) > 4 {
-			points = append(points, f[4])
-		}
 	}
 	state["mounts"] = strings.Join(points, "\n")
 	hs, _ := filepath.Glob("/sys/fs/cgroup/*")

@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"runtime"
 	"slices"
@@ -237,31 +236,6 @@ func (c *Convergence) Is(name string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.state[name]
-}
-
-// Machine describes the machine a report was measured on.
-func Machine() string {
-	model := "unknown CPU"
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "model name"); ok {
-				model = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
-				break
-			}
-		}
-	}
-	mem := ""
-	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
-		var kb int
-		if _, err := fmt.Sscanf(string(b), "MemTotal: %d kB", &kb); err == nil {
-			mem = fmt.Sprintf(", %.0f GiB", float64(kb)/(1<<20))
-		}
-	}
-	kernel := ""
-	if out, err := exec.Command("uname", "-r").Output(); err == nil {
-		kernel = ", Linux " + strings.TrimSpace(string(out))
-	}
-	return fmt.Sprintf("%s × %d cores%s%s", model, runtime.NumCPU(), mem, kernel)
 }
 
 // Versions names Go and the control plane's versions, from bin/.

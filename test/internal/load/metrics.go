@@ -1,13 +1,9 @@
 package load
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net/http"
-	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
@@ -118,39 +114,4 @@ func Label(s *dto.Metric, name string) string {
 		}
 	}
 	return ""
-}
-
-// CPUSeconds is user+system CPU time of a process so far, from /proc.
-func CPUSeconds(pid int) (float64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// Fields after the parenthesised command name; utime and stime are the
-	// 14th and 15th fields of the whole line.
-	s := string(b)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	utime, _ := strconv.ParseFloat(fields[11], 64)
-	stime, _ := strconv.ParseFloat(fields[12], 64)
-	return (utime + stime) / clockTicks, nil
-}
-
-// clockTicks is USER_HZ, 100 on every Linux this runs on.
-const clockTicks = 100
-
-// PeakRSSMiB is the high-water mark of a process's resident set (VmHWM).
-func PeakRSSMiB(pid int) (float64, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = f.Close() }()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
-			kb, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64)
-			return kb / 1024, err
-		}
-	}
-	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
 }

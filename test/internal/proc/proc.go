@@ -24,13 +24,18 @@ type Spec struct {
 	Name string
 	Path string
 	Args []string
-	// Env is added to this process's environment.
-	Env []string
-	Dir string
+	// Env is added to this process's environment, or, with OnlyEnv, is
+	// the whole environment (a newcomer's shell: run.UserEnv).
+	Env     []string
+	OnlyEnv bool
+	Dir     string
 	// Credential runs the program as another user (only root can).
 	Credential *syscall.Credential
 	// Ready is polled until it returns nil; nil means ready once started.
 	Ready func(ctx context.Context) error
+	// Output, when set, collects the program's output, for a Ready that
+	// waits for a log line.
+	Output *SyncBuffer
 	// ReadyTimeout bounds the wait (default 30s).
 	ReadyTimeout time.Duration
 	// StopTimeout is how long SIGTERM has before SIGKILL (default 10s).
@@ -75,9 +80,15 @@ func TryStart(s Spec) (*Process, error) {
 	if s.Name == "" {
 		s.Name = filepath.Base(s.Path)
 	}
-	p := &Process{spec: s, out: &SyncBuffer{}, done: make(chan struct{}), started: time.Now()}
+	p := &Process{spec: s, out: s.Output, done: make(chan struct{}), started: time.Now()}
+	if p.out == nil {
+		p.out = &SyncBuffer{}
+	}
 	p.cmd = exec.Command(s.Path, s.Args...)
 	p.cmd.Env = append(os.Environ(), s.Env...)
+	if s.OnlyEnv {
+		p.cmd.Env = s.Env
+	}
 	p.cmd.Dir = s.Dir
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	// Its own process group, so that stopping it reaches its children too.
@@ -150,6 +161,24 @@ func (p *Process) Stop() error {
 	}
 }
 
+// Signal sends sig to the process group, as a terminal's Ctrl-C
+// (SIGINT) reaches every program of a foreground job.
+func (p *Process) Signal(sig syscall.Signal) error {
+	return syscall.Kill(-p.cmd.Process.Pid, sig)
+}
+
+// Wait waits up to timeout for the process to end and returns how it
+// ended (the *exec.ExitError of a failure or a signal).
+func (p *Process) Wait(timeout time.Duration) error {
+	select {
+	case <-p.done:
+		_, err := p.Exited()
+		return err
+	case <-time.After(timeout):
+		return fmt.Errorf("%s still runs after %v", p.spec.Name, timeout)
+	}
+}
+
 // Kill sends SIGKILL, as a crash or the OOM killer would.
 func (p *Process) Kill() {
 	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
@@ -185,22 +214,4 @@ func tail(s string, lines int) string {
 		all = append([]string{fmt.Sprintf("... (%d lines before)", len(all)-lines)}, all[len(all)-lines:]...)
 	}
 	return strings.Join(all, "\n")
-}
-
-// RSSMiB is the resident memory of a process, from /proc.
-func RSSMiB(pid int) (float64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			var kb float64
-			if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%f kB", &kb); err != nil {
-				return 0, err
-			}
-			return kb / 1024, nil
-		}
-	}
-	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
 }

@@ -29,6 +29,7 @@ import (
 
 	"github.com/example/memcached-operator/test/bench"
 	"github.com/example/memcached-operator/test/internal/load"
+	"github.com/example/memcached-operator/test/internal/proc"
 	"github.com/example/memcached-operator/test/internal/repo"
 )
 
@@ -107,7 +108,7 @@ func run() error {
 		return err
 	}
 	fmt.Fprintln(os.Stderr, "bench: kustomize build of the overlays ...")
-	newer := bench.Results{Machine: load.Machine(), Versions: load.Versions(), Cores: runtime.NumCPU(), Measurements: bench.Medians(ms)}
+	newer := bench.Results{Machine: proc.Machine(), Versions: load.Versions(), Cores: runtime.NumCPU(), Measurements: bench.Medians(ms)}
 	if newer.Kustomize, err = bench.KustomizeBuilds([]string{"overlays/dev", "overlays/staging", "overlays/prod"}, 9); err != nil {
 		return err
 	}
