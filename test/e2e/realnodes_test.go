@@ -1,9 +1,11 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os/exec"
 	"strings"
@@ -96,6 +98,28 @@ func TestRealNodes(t *testing.T) {
 	}
 	if got := memcachedCLI(t, k, c, images.Client, "get", "greeting"); got != "hello" {
 		t.Fatalf("get through memcached-sample.default.svc: %q, want hello", got)
+	}
+
+	// status.serverList: the three ready pods, each a memcached that
+	// answers, as a client that shards keys over the list would use them.
+	var servers []string
+	cluster.Eventually(t, waitFor, "status.serverList to list the 3 ready pods", func() error {
+		mc, err := cluster.Memcached(c, "default", "memcached-sample")
+		if err != nil {
+			return err
+		}
+		servers, _, _ = unstructured.NestedStringSlice(mc.Object, "status", "serverList")
+		if len(servers) != 3 {
+			return fmt.Errorf("serverList %v", servers)
+		}
+		return nil
+	})
+	for _, server := range servers {
+		if version, err := memcachedVersion(server); err != nil {
+			t.Errorf("serverList entry %s: %v", server, err)
+		} else {
+			t.Logf("serverList entry %s answers %s", server, version)
+		}
 	}
 
 	// The exporter, scraped for real from the pods.
@@ -346,4 +370,26 @@ func TestRealNodesLeaveNoTrace(t *testing.T) {
 			t.Errorf("%s changed:\nbefore:\n%s\nafter:\n%s", kind, was, after[kind])
 		}
 	}
+}
+
+// memcachedVersion asks the memcached at addr for its version, over the
+// text protocol.
+func memcachedVersion(addr string) (string, error) {
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = conn.Close() }()
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := conn.Write([]byte("version\r\n")); err != nil {
+		return "", err
+	}
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	if !strings.HasPrefix(line, "VERSION ") {
+		return "", fmt.Errorf("answered %q to version", line)
+	}
+	return strings.TrimSpace(line), nil
 }

@@ -380,6 +380,15 @@ type MemcachedStatus struct {
 	// headless, so the name resolves to every ready pod.
 	// +optional
 	Endpoint string `json:"endpoint,omitempty"`
+
+	// ServerList is the ready memcached servers as host:port, in address
+	// order: what a client that shards keys over a list of servers (most
+	// memcached clients) is configured with. It changes when a pod becomes
+	// ready or stops being ready. A replaced pod comes back with a new
+	// address.
+	// +optional
+	// +listType=atomic
+	ServerList []string `json:"serverList,omitempty"`
 }
 
 // Memcached runs a memcached cache: a Deployment, a headless Service and,
@@ -393,6 +402,7 @@ type MemcachedStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyReplicas`
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Paused",type=boolean,JSONPath=`.spec.paused`
+// +kubebuilder:printcolumn:name="Servers",type=string,JSONPath=`.status.serverList`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be at most 63 lowercase letters, digits and '-', starting with a letter and ending with a letter or digit (a DNS-1035 label): it names the Service and is the value of the app.kubernetes.io/instance label"
 type Memcached struct {

@@ -155,18 +155,15 @@ func (r *MemcachedReconciler) reconcile(ctx context.Context, before, mc *cachev1
 	return errors.Join(applyErr, err)
 }
 
-// podsReport reads why mc's pods cannot run, while its Deployment has pods
-// that are not ready or not updated; a Deployment with all its pods ready
-// has nothing to explain, and the read is skipped.
+// podsReport reads what mc's pods say: the server list always, and why
+// pods cannot run while its Deployment has pods that are not ready or not
+// updated (a Deployment with all its pods ready has nothing to explain).
 func (r *MemcachedReconciler) podsReport(ctx context.Context, mc *cachev1alpha1.Memcached, dep *appsv1.Deployment) (podsReport, error) {
-	if dep == nil || mc.GetSize() == 0 {
+	if dep == nil {
 		return podsReport{}, nil
 	}
-	if reason, _ := rollout(dep, mc.GetSize()); reason == "" {
-		return podsReport{}, nil
-	}
-	reason, message, err := r.readPodsTrouble(ctx, mc)
-	return podsReport{reason: reason, message: message}, err
+	reason, _ := rollout(dep, mc.GetSize())
+	return r.readPods(ctx, mc, reason != "" && mc.GetSize() > 0)
 }
 
 // SetupWithManager registers the controller. Memcached events pass when the
@@ -196,8 +193,9 @@ func (r *MemcachedReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&policyv1.PodDisruptionBudget{}, builder.WithPredicates(ignoreCreates, predicate.Or(
 			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{},
 			ownerReferencesChanged))).
-		// Pods only when a refusal appears, changes or goes away (pods.go).
-		Watches(&corev1.Pod{}, podOwner, builder.WithPredicates(podTroubleChanged)).
+		// Pods only when a server or a refusal appears, changes or goes away
+		// (pods.go).
+		Watches(&corev1.Pod{}, podOwner, builder.WithPredicates(podChanged)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.MaxConcurrentReconciles, 1)}).
 		Named("memcached").
 		Complete(r)

@@ -3,7 +3,10 @@ package controller
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,15 +22,17 @@ import (
 	"github.com/example/memcached-operator/operator/internal/resources"
 )
 
-// Pods are watched for one thing only: the reason a pod cannot run, which
-// neither the Deployment nor its ReplicaSet carries. A kubelet that refuses
-// a container (CreateContainerConfigError), an image that cannot be pulled
-// or a scheduler that finds no node leaves the Deployment's status at "2 of
-// 3 ready" until its progress deadline, ten minutes later, and even then
-// without the reason. So the cache holds the operator's pods reduced to
-// their names, instance label and the few status fields that carry a
-// refusal (slimPod), indexed by instance; a pod event reaches the
-// reconciler only when a pod's trouble appears, changes or goes away.
+// Pods are watched for two things neither the Deployment nor its
+// ReplicaSet carries: the server list (status.serverList: the ready pods'
+// addresses, which clients shard keys over) and the reason a pod cannot
+// run. A kubelet that refuses a container (CreateContainerConfigError), an
+// image that cannot be pulled or a scheduler that finds no node leaves the
+// Deployment's status at "2 of 3 ready" until its progress deadline, ten
+// minutes later, and even then without the reason. So the cache holds the
+// operator's pods reduced to their names, instance label, address,
+// readiness and the few status fields that carry a refusal (slimPod),
+// indexed by instance; a pod event reaches the reconciler only when a
+// pod's server entry or trouble appears, changes or goes away.
 
 // podInstanceIndex indexes cached pods by the Memcached they run for.
 const podInstanceIndex = "memcached.instance"
@@ -39,8 +44,8 @@ func podInstance(obj client.Object) []string {
 	return nil
 }
 
-// slimPod is the cache transform of pods: it keeps what podTrouble and the
-// index read and drops the rest (the spec, most of the status, annotations,
+// slimPod is the cache transform of pods: it keeps what podTrouble,
+// serverOf and the index read and drops the rest (the spec, most of the status, annotations,
 // managedFields), so a cached pod costs a few hundred bytes.
 func slimPod(obj any) (any, error) {
 	p, ok := obj.(*corev1.Pod)
@@ -57,9 +62,13 @@ func slimPod(obj any) (any, error) {
 	if name, ok := p.Labels[resources.LabelInstance]; ok {
 		slim.Labels = map[string]string{resources.LabelInstance: name}
 	}
+	slim.Status.PodIP = p.Status.PodIP
 	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodScheduled {
-			slim.Status.Conditions = []corev1.PodCondition{{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message}}
+		switch c.Type {
+		case corev1.PodScheduled:
+			slim.Status.Conditions = append(slim.Status.Conditions, corev1.PodCondition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message})
+		case corev1.PodReady:
+			slim.Status.Conditions = append(slim.Status.Conditions, corev1.PodCondition{Type: c.Type, Status: c.Status})
 		}
 	}
 	slim.Status.InitContainerStatuses = slimContainerStatuses(p.Status.InitContainerStatuses)
@@ -133,6 +142,48 @@ func failing(reason string) bool {
 // the scheduler or the kubelet (metav1.Condition allows 32 KiB).
 const maxPodTroubleMessage = 1024
 
+// serverOf is a pod's entry in the server list, host:port, or "" when the
+// pod does not serve: not ready, terminating (Endpoints drop it too), or
+// without an address yet.
+func serverOf(p *corev1.Pod) string {
+	if !p.DeletionTimestamp.IsZero() || p.Status.PodIP == "" {
+		return ""
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+			return net.JoinHostPort(p.Status.PodIP, strconv.Itoa(cachev1alpha1.MemcachedPort))
+		}
+	}
+	return ""
+}
+
+// serverList is the ready pods' entries in address order (numeric, IPv4
+// before IPv6), so it changes only when the set of servers does.
+func serverList(pods []corev1.Pod) []string {
+	type server struct {
+		addr  netip.Addr
+		entry string
+	}
+	var servers []server
+	for i := range pods {
+		if entry := serverOf(&pods[i]); entry != "" {
+			addr, _ := netip.ParseAddr(pods[i].Status.PodIP)
+			servers = append(servers, server{addr, entry})
+		}
+	}
+	slices.SortFunc(servers, func(a, b server) int {
+		if c := a.addr.Compare(b.addr); c != 0 {
+			return c
+		}
+		return strings.Compare(a.entry, b.entry)
+	})
+	out := make([]string, len(servers))
+	for i, s := range servers {
+		out[i] = s.entry
+	}
+	return out
+}
+
 // podsTrouble summarises the trouble of a Memcached's pods: the reason of
 // the first troubled pod in name order, so the summary does not change with
 // list order, with how many pods share a trouble.
@@ -158,33 +209,41 @@ func podsTrouble(pods []corev1.Pod) (reason, message string) {
 	return reason, fmt.Sprintf("%d of %d pods cannot run; %s", troubled, len(pods), message)
 }
 
-// readPodsTrouble reads the pods of mc from the cache, by index.
-func (r *MemcachedReconciler) readPodsTrouble(ctx context.Context, mc *cachev1alpha1.Memcached) (reason, message string, err error) {
+// readPods reads the pods of mc from the cache, by index, and reports
+// what they say: the server list, and, when wantTrouble, why pods cannot
+// run.
+func (r *MemcachedReconciler) readPods(ctx context.Context, mc *cachev1alpha1.Memcached, wantTrouble bool) (podsReport, error) {
 	pods := &corev1.PodList{}
 	if err := r.List(ctx, pods, client.InNamespace(mc.Namespace), client.MatchingFields{podInstanceIndex: mc.Name}); err != nil {
-		return "", "", fmt.Errorf("list pods of %s: %w", mc.Name, err)
+		return podsReport{}, fmt.Errorf("list pods of %s: %w", mc.Name, err)
 	}
-	reason, message = podsTrouble(pods.Items)
-	return reason, message, nil
+	report := podsReport{servers: serverList(pods.Items)}
+	if wantTrouble {
+		report.reason, report.message = podsTrouble(pods.Items)
+	}
+	return report, nil
 }
 
-// podTroubleChanged passes pod events whose trouble appeared, changed or
-// went away; the normal life of a pod (scheduled, started, ready) reaches
-// the Memcached through its Deployment's status instead.
-var podTroubleChanged = predicate.Funcs{
-	CreateFunc:  func(e event.CreateEvent) bool { return troubleOf(e.Object) != "" },
-	UpdateFunc:  func(e event.UpdateEvent) bool { return troubleOf(e.ObjectOld) != troubleOf(e.ObjectNew) },
-	DeleteFunc:  func(e event.DeleteEvent) bool { return troubleOf(e.Object) != "" },
+// podChanged passes pod events whose server entry or trouble appeared,
+// changed or went away; the rest of a pod's life (scheduled, started)
+// reaches the Memcached through its Deployment's status, if at all.
+var podChanged = predicate.Funcs{
+	CreateFunc:  func(e event.CreateEvent) bool { return podSummary(e.Object) != (podSummaryOf{}) },
+	UpdateFunc:  func(e event.UpdateEvent) bool { return podSummary(e.ObjectOld) != podSummary(e.ObjectNew) },
+	DeleteFunc:  func(e event.DeleteEvent) bool { return podSummary(e.Object) != (podSummaryOf{}) },
 	GenericFunc: func(event.GenericEvent) bool { return false },
 }
 
-func troubleOf(obj client.Object) string {
+// podSummaryOf is what the Memcached's status takes from one pod.
+type podSummaryOf struct{ server, trouble string }
+
+func podSummary(obj client.Object) podSummaryOf {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
-		return ""
+		return podSummaryOf{}
 	}
 	_, message := podTrouble(p)
-	return message
+	return podSummaryOf{server: serverOf(p), trouble: message}
 }
 
 // podOwner maps a pod to the Memcached named by its instance label. Pods

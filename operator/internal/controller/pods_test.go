@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -118,7 +119,8 @@ func TestPodsTrouble(t *testing.T) {
 	g.Expect(len(message)).To(BeNumerically("<", maxPodTroubleMessage+100))
 }
 
-// The cache keeps a pod's name, instance label and trouble, nothing else.
+// The cache keeps a pod's name, instance label, address, readiness and
+// trouble, nothing else.
 func TestSlimPod(t *testing.T) {
 	g := NewWithT(t)
 	p := podWith("m-1", corev1.PodStatus{
@@ -137,7 +139,8 @@ func TestSlimPod(t *testing.T) {
 	want := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "m-1", Namespace: "ns", Labels: map[string]string{resources.LabelInstance: "m"}},
 		Status: corev1.PodStatus{
-			Conditions:        []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}},
+			PodIP:             "10.0.0.1",
+			Conditions:        []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}, {Type: corev1.PodScheduled, Status: corev1.ConditionTrue}},
 			ContainerStatuses: []corev1.ContainerStatus{{Name: "memcached"}},
 		},
 	}
@@ -184,4 +187,76 @@ func TestRefusedPodIsReported(t *testing.T) {
 	}, timeout, interval).Should(Succeed())
 	markDeploymentReady(t, mc)
 	expectReady(t, mc)
+}
+
+func readyPod(name, ip string, ready bool) corev1.Pod {
+	status := corev1.ConditionFalse
+	if ready {
+		status = corev1.ConditionTrue
+	}
+	return podWith(name, corev1.PodStatus{PodIP: ip, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}})
+}
+
+// The server list holds the ready, live pods with an address, in address
+// order (numerically, not as strings), whatever the list order.
+func TestServerList(t *testing.T) {
+	g := NewWithT(t)
+	terminating := readyPod("m-t", "10.0.0.4", true)
+	terminating.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	pods := []corev1.Pod{
+		readyPod("m-a", "10.0.0.10", true),
+		readyPod("m-b", "10.0.0.9", true),
+		readyPod("m-c", "10.0.0.2", false),
+		readyPod("m-d", "", true),
+		terminating,
+		readyPod("m-e", "fd00::1", true),
+	}
+	g.Expect(serverList(pods)).To(Equal([]string{"10.0.0.9:11211", "10.0.0.10:11211", "[fd00::1]:11211"}))
+	slices.Reverse(pods)
+	g.Expect(serverList(pods)).To(Equal([]string{"10.0.0.9:11211", "10.0.0.10:11211", "[fd00::1]:11211"}))
+	g.Expect(serverList(nil)).To(BeEmpty())
+
+	// Readiness and trouble are what a pod event is passed on for.
+	notReady, ready := readyPod("m-a", "10.0.0.10", false), readyPod("m-a", "10.0.0.10", true)
+	g.Expect(podSummary(&notReady)).NotTo(Equal(podSummary(&ready)))
+	moved := readyPod("m-a", "10.0.0.11", true)
+	g.Expect(podSummary(&moved)).NotTo(Equal(podSummary(&ready)))
+	again := readyPod("m-a", "10.0.0.10", true)
+	g.Expect(podSummary(&again)).To(Equal(podSummary(&ready)))
+}
+
+// status.serverList follows the pods' readiness through the pod watch.
+func TestServerListFollowsReadiness(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	mc := newMemcached(ns, "servers", 2)
+	g.Expect(k8sClient.Create(testCtx, mc)).To(Succeed())
+	g.Eventually(func(g Gomega) { fetch(g, deploymentOf(mc)) }, timeout, interval).Should(Succeed())
+
+	setReady := func(pod *corev1.Pod, ip string, ready bool) {
+		t.Helper()
+		NewWithT(t).Eventually(func(g Gomega) {
+			cur := fetch(g, pod)
+			cur.Status = readyPod(cur.Name, ip, ready).Status
+			g.Expect(k8sClient.Status().Update(testCtx, cur)).To(Succeed())
+		}, timeout, interval).Should(Succeed())
+	}
+	var pods []*corev1.Pod
+	for _, name := range []string{"servers-a", "servers-b"} {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: resources.Labels(mc)},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "memcached", Image: "memcached:1.6"}}},
+		}
+		g.Expect(k8sClient.Create(testCtx, pod)).To(Succeed())
+		pods = append(pods, pod)
+	}
+	setReady(pods[0], "10.1.0.20", true)
+	setReady(pods[1], "10.1.0.3", true)
+	serverList := func(g Gomega) []string { return fetch(g, mc).Status.ServerList }
+	g.Eventually(serverList, timeout, interval).Should(Equal([]string{"10.1.0.3:11211", "10.1.0.20:11211"}))
+
+	setReady(pods[1], "10.1.0.3", false)
+	g.Eventually(serverList, timeout, interval).Should(Equal([]string{"10.1.0.20:11211"}))
+	g.Expect(k8sClient.Delete(testCtx, pods[0])).To(Succeed())
+	g.Eventually(serverList, timeout, interval).Should(BeEmpty())
 }

@@ -17,9 +17,13 @@ import (
 	"github.com/example/memcached-operator/operator/internal/resources"
 )
 
-// podsReport is what a Memcached's pods say about why they cannot run
-// (podsTrouble); empty when none is troubled or they were not read.
-type podsReport struct{ reason, message string }
+// podsReport is what a Memcached's pods say: the ready servers
+// (serverList) and why pods cannot run (podsTrouble); reason is empty when
+// none is troubled or trouble was not asked for.
+type podsReport struct {
+	servers         []string
+	reason, message string
+}
 
 // summarize writes mc.Status from the Deployment as the apiserver holds it
 // (nil when it does not exist), from its pods' trouble and from the outcome
@@ -33,6 +37,7 @@ func summarize(mc *cachev1alpha1.Memcached, dep *appsv1.Deployment, pods podsRep
 	mc.Status.ObservedGeneration = gen
 	mc.Status.Selector = resources.Selector(mc)
 	mc.Status.Endpoint = mc.Endpoint()
+	mc.Status.ServerList = pods.servers
 	mc.Status.Replicas, mc.Status.ReadyReplicas = 0, 0
 	if dep != nil {
 		mc.Status.Replicas = dep.Status.Replicas

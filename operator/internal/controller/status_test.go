@@ -158,6 +158,7 @@ func TestSummarize(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
+			tt.pods.servers = []string{"10.0.0.1:11211"}
 			mc := &cachev1alpha1.Memcached{
 				ObjectMeta: metav1.ObjectMeta{Name: "m", Namespace: "ns", Generation: 7},
 				Spec:       cachev1alpha1.MemcachedSpec{Size: ptr.To[int32](3), Paused: tt.paused},
@@ -165,6 +166,7 @@ func TestSummarize(t *testing.T) {
 			summarize(mc, tt.dep, tt.pods, tt.applyErr)
 
 			g.Expect(mc.Status.ObservedGeneration).To(Equal(int64(7)))
+			g.Expect(mc.Status.ServerList).To(Equal([]string{"10.0.0.1:11211"}))
 			g.Expect(mc.Status.Conditions).To(HaveLen(5))
 			for _, c := range mc.Status.Conditions {
 				g.Expect(c.ObservedGeneration).To(Equal(int64(7)))
