@@ -12,10 +12,11 @@
 // One concern per file: memcached_controller.go the reconciler and its
 // watches, owned.go reading, applying and deleting the owned objects,
 // apply.go the server-side apply itself, status.go the conditions and the
-// status patch, pods.go why pods cannot run, predicates.go which events
-// reach the reconciler, events.go the events it records, finalizer.go and
-// uninstall.go deletion, writes.go and templates.go what the operator
-// remembers of its own writes, cache.go what the informers hold.
+// status patch, pods.go the server list and why pods cannot run,
+// predicates.go which events reach the reconciler, events.go the events it
+// records, finalizer.go and uninstall.go deletion, writes.go and
+// templates.go what the operator remembers of its own writes, cache.go
+// what the informers hold.
 package controller
 
 import (
@@ -63,9 +64,9 @@ type MemcachedReconciler struct {
 	verified      *verifiedTemplates
 }
 
-// The RBAC below is all the operator gets. It never reads Secrets; it
-// reads pods only to report why one cannot run (pods.go), and never writes
-// them: status comes from the Deployment's own status.
+// The RBAC below is all the operator gets. It never reads Secrets, and it
+// reads pods (never writes them) only for the server list and why one
+// cannot run (pods.go); the rest of status comes from the Deployment's.
 //
 // +kubebuilder:rbac:groups=cache.example.com,resources=memcacheds,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=cache.example.com,resources=memcacheds/status,verbs=get;patch
@@ -138,7 +139,7 @@ func (r *MemcachedReconciler) reconcile(ctx context.Context, before, mc *cachev1
 		if !wasPaused(before) {
 			r.event(ctx, mc, nil, corev1.EventTypeNormal, EventPaused, "Pause", "spec.paused is true: owned objects are left as they are")
 		}
-		pods, err := r.podsReport(ctx, mc, cur.liveDeployment())
+		pods, err := r.observePods(ctx, mc, cur.liveDeployment())
 		if err != nil {
 			return err
 		}
@@ -150,15 +151,15 @@ func (r *MemcachedReconciler) reconcile(ctx context.Context, before, mc *cachev1
 	}
 
 	applyErr := r.applyOwned(ctx, before, mc, cur)
-	pods, err := r.podsReport(ctx, mc, cur.liveDeployment())
+	pods, err := r.observePods(ctx, mc, cur.liveDeployment())
 	summarize(mc, cur.liveDeployment(), pods, applyErr)
 	return errors.Join(applyErr, err)
 }
 
-// podsReport reads what mc's pods say: the server list always, and why
+// observePods reads what mc's pods say: the server list always, and why
 // pods cannot run while its Deployment has pods that are not ready or not
 // updated (a Deployment with all its pods ready has nothing to explain).
-func (r *MemcachedReconciler) podsReport(ctx context.Context, mc *cachev1alpha1.Memcached, dep *appsv1.Deployment) (podsReport, error) {
+func (r *MemcachedReconciler) observePods(ctx context.Context, mc *cachev1alpha1.Memcached, dep *appsv1.Deployment) (podsReport, error) {
 	if dep == nil {
 		return podsReport{}, nil
 	}
