@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/example/memcached-operator/test/internal/repo"
+	"github.com/example/memcached-operator/test/internal/run"
 )
 
 // documents are the Markdown files users read.
@@ -35,7 +36,7 @@ var link = regexp.MustCompile(`\]\(([^)\s]+)\)`)
 func TestLinksResolve(t *testing.T) {
 	root := repo.MustRoot(t)
 	for _, doc := range documents(t, root) {
-		text := readFile(t, filepath.Join(root, doc))
+		text := run.ReadFile(t, filepath.Join(root, doc))
 		for _, m := range link.FindAllStringSubmatch(text, -1) {
 			target, _, _ := strings.Cut(m[1], "#")
 			if target == "" || strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
@@ -58,7 +59,7 @@ var (
 func TestDocumentedMakeTargetsExist(t *testing.T) {
 	root := repo.MustRoot(t)
 	targets := map[string]bool{}
-	for _, m := range makeTarget.FindAllStringSubmatch(readFile(t, filepath.Join(root, "Makefile")), -1) {
+	for _, m := range makeTarget.FindAllStringSubmatch(run.ReadFile(t, filepath.Join(root, "Makefile")), -1) {
 		targets[m[1]] = true
 	}
 	if len(targets) < 30 {
@@ -66,7 +67,7 @@ func TestDocumentedMakeTargetsExist(t *testing.T) {
 	}
 	seen := 0
 	for _, doc := range documents(t, root) {
-		for _, code := range codeOf(readFile(t, filepath.Join(root, doc))) {
+		for _, code := range codeOf(run.ReadFile(t, filepath.Join(root, doc))) {
 			for _, m := range makeCommand.FindAllStringSubmatch(code, -1) {
 				seen++
 				if !targets[m[2]] {
@@ -105,13 +106,4 @@ func codeOf(text string) []string {
 		}
 	}
 	return code
-}
-
-func readFile(t *testing.T, path string) string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }
