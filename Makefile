@@ -87,14 +87,13 @@ lint: tools ## Run golangci-lint (errcheck, staticcheck, nilerr, revive, ...) on
 ##@ Build
 
 .PHONY: build
-build: ## Build bin/manager and bin/set-image-replicas as their images do (static, from their own go.mod), bin/image (the image builder), bin/cluster (the local cluster) and bin/pins (the overlays' pins).
+build: pins-bin ## Build bin/manager and bin/set-image-replicas as their images do (static, from their own go.mod), bin/image (the image builder), bin/cluster (the local cluster) and bin/pins (the overlays' pins).
 	cd operator && GOWORK=off CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "-s -w -X main.version=$(VERSION)" -o $(BIN)/manager ./cmd
 	cd krm-functions/set-image-replicas && GOWORK=off CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "-s -w" -o $(BIN)/set-image-replicas .
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/image ./hack/cmd/image
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/cluster ./hack/cmd/cluster
-	@$(MAKE) --no-print-directory pins-bin
 
-# bin/pins alone and silently, for make render, whose stdout is manifests.
+# bin/pins, silently: make render's stdout is manifests.
 .PHONY: pins-bin
 pins-bin:
 	@CGO_ENABLED=0 go build -trimpath -o $(BIN)/pins ./hack/cmd/pins

@@ -283,7 +283,7 @@ func measureController(ctx context.Context, timeout time.Duration, restCfg *rest
 	if err != nil {
 		return m, err
 	}
-	defer func() { _ = p.stop() }()
+	defer func() { _ = p.Stop() }()
 
 	watchCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -311,7 +311,7 @@ func measureController(ctx context.Context, timeout time.Duration, restCfg *rest
 	select {
 	case <-conv.Ready():
 	case <-time.After(timeout):
-		return m, fmt.Errorf("%d of %d CRs converged within %v\n%s", conv.Converged(), n, timeout, tail(p.output()))
+		return m, fmt.Errorf("%d of %d CRs converged within %v\n%s", conv.Converged(), n, timeout, tail(p.Output()))
 	}
 	m.Converge = time.Since(t0)
 	m.ClusterCPU = clusterCPUSeconds(clusterPIDs) - clusterCPU0
@@ -354,7 +354,7 @@ func measureController(ctx context.Context, timeout time.Duration, restCfg *rest
 
 	// A full resync: a fresh process lists everything and reconciles every
 	// CR once. A controller that is idempotent writes nothing.
-	if err := p.stop(); err != nil {
+	if err := p.Stop(); err != nil {
 		return m, fmt.Errorf("stop: %w", err)
 	}
 	resyncStart := time.Now()
@@ -362,7 +362,7 @@ func measureController(ctx context.Context, timeout time.Duration, restCfg *rest
 	if err != nil {
 		return m, err
 	}
-	defer func() { _ = p2.stop() }()
+	defer func() { _ = p2.Stop() }()
 	final, _, err := waitIdle(p2, n, timeout)
 	if err != nil {
 		return m, err

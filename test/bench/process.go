@@ -46,26 +46,16 @@ func startProcess(metricsPort int, env []string, name string, args ...string) (*
 	return p, nil
 }
 
-func (p *managerProcess) output() string {
-	if p.Process == nil {
-		return ""
-	}
-	return p.Output()
-}
-
 // errorsLogged counts the error lines of its log (JSON or console).
 func (p *managerProcess) errorsLogged() int {
 	n := 0
-	for _, line := range strings.Split(p.output(), "\n") {
+	for _, line := range strings.Split(p.Output(), "\n") {
 		if strings.Contains(line, `"level":"error"`) || strings.Contains(line, "\tERROR\t") {
 			n++
 		}
 	}
 	return n
 }
-
-// stop sends SIGTERM and waits for the exit; calling it again is a no-op.
-func (p *managerProcess) stop() error { return p.Stop() }
 
 // cpuSeconds is user+system CPU time of the process so far.
 func (p *managerProcess) cpuSeconds() (float64, error) {

@@ -48,8 +48,6 @@ func startMakeRun(t *testing.T, env []string, args ...string) *makeRun {
 	return &makeRun{Process: p}
 }
 
-func (m *makeRun) output() string { return m.Output() }
-
 // waitFor waits for output containing s after what earlier waits matched,
 // failing if make exits first.
 func (m *makeRun) waitFor(t *testing.T, s string, timeout time.Duration) {
@@ -112,7 +110,7 @@ func TestMakeRun(t *testing.T) {
 	if err := first.interrupt(t); err != nil {
 		t.Errorf("make run after Ctrl-C: %v (want a clean exit)", err)
 	}
-	if out := first.output(); !strings.Contains(out, "Wait completed, proceeding to shutdown the manager") || strings.Contains(out, "manager exited") {
+	if out := first.Output(); !strings.Contains(out, "Wait completed, proceeding to shutdown the manager") || strings.Contains(out, "manager exited") {
 		t.Errorf("the manager did not shut down cleanly")
 	}
 
@@ -130,8 +128,8 @@ func TestMakeRun(t *testing.T) {
 	if err := current.interrupt(t); err != nil {
 		t.Errorf("make run CLUSTER=current after Ctrl-C: %v", err)
 	}
-	if strings.Contains(current.output(), "creating cluster") || strings.Contains(current.output(), "reusing cluster") {
-		t.Errorf("CLUSTER=current touched the local cluster:\n%s", current.output())
+	if strings.Contains(current.Output(), "creating cluster") || strings.Contains(current.Output(), "reusing cluster") {
+		t.Errorf("CLUSTER=current touched the local cluster:\n%s", current.Output())
 	}
 
 	out := makeTarget(t, env, "cluster-down")
@@ -156,7 +154,7 @@ func TestMakeRunErrors(t *testing.T) {
 		if err := m.Wait(2 * time.Minute); err == nil {
 			t.Fatal("make run started with its metrics port taken")
 		}
-		if out := m.output(); !strings.Contains(out, "port "+port+" is in use") || !strings.Contains(out, "METRICS_ADDR=") {
+		if out := m.Output(); !strings.Contains(out, "port "+port+" is in use") || !strings.Contains(out, "METRICS_ADDR=") {
 			t.Errorf("no clear message for a taken port:\n%s", out)
 		}
 	})

@@ -9,6 +9,7 @@ import (
 	"os"
 
 	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/api/resmap"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/kustomize/kyaml/kio"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
@@ -17,9 +18,9 @@ import (
 // Build returns the objects of the kustomization in dir, in kustomize's
 // output order.
 func Build(dir string) ([]*yaml.RNode, error) {
-	res, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
+	res, err := run(dir, krusty.MakeDefaultOptions())
 	if err != nil {
-		return nil, fmt.Errorf("kustomize build %s: %w", dir, err)
+		return nil, err
 	}
 	return res.ToRNodeSlice(), nil
 }
@@ -31,11 +32,19 @@ func BuildYAML(dir string) ([]byte, error) {
 	// The CLI without --reorder: the kustomization's sortOptions, else
 	// kustomize's legacy order (Namespaces first).
 	opts.Reorder = krusty.ReorderOptionUnspecified
+	res, err := run(dir, opts)
+	if err != nil {
+		return nil, err
+	}
+	return res.AsYaml()
+}
+
+func run(dir string, opts *krusty.Options) (resmap.ResMap, error) {
 	res, err := krusty.MakeKustomizer(opts).Run(filesys.MakeFsOnDisk(), dir)
 	if err != nil {
 		return nil, fmt.Errorf("kustomize build %s: %w", dir, err)
 	}
-	return res.AsYaml()
+	return res, nil
 }
 
 // Find returns the object of the given kind and name, or an error naming
