@@ -218,7 +218,7 @@ test-unit: ## The tests that need no bin/ (no toolchain, no cluster): seconds, f
 	go test -short -count=1 $(UNIT_PACKAGES)
 
 .PHONY: test-deps
-test-deps: ## Install what the tests run that is not a Go module (Debian's memcached, containerd, runc, CNI plugins, iptables, nftables; as root with apt-get).
+test-deps: ## Install what the tests run that is not a Go module (Debian's memcached, containerd, runc, CNI plugins, iptables, nftables, redis-server; as root with apt-get).
 	@scripts/test-deps.sh
 
 .PHONY: test-memcached

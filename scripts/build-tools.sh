@@ -5,7 +5,9 @@
 # kustomize, controller-gen, golangci-lint, memcached_exporter, kpt's fn
 # render, Flux's source-controller and kustomize-controller with their CRDs
 # (bin/flux-crds), the CNCF distribution registry, helm, operator-registry's
-# opm, and Prometheus' server and promtool. Nothing is downloaded from release pages, so it works where
+# opm, Prometheus' server and promtool, and Argo CD (one multi-call binary,
+# with its install manifests and the helper scripts its repo-server runs,
+# in bin/argocd-dist). Nothing is downloaded from release pages, so it works where
 # setup-envtest and kind cannot.
 #
 # Versions come from tools/go.mod and the modules beside it (tools/*/go.mod),
@@ -31,7 +33,7 @@ export GOWORK=off GOFLAGS="${GOFLAGS:+$GOFLAGS }-mod=mod" CGO_ENABLED=0
 
 run_tools=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy coredns etcd kwok kwokctl kustomize memcached_exporter)
 case $set_name in
-  all) tools=("${run_tools[@]}" controller-gen golangci-lint kpt source-controller kustomize-controller flux-crds registry helm opm promtool prometheus monitoring-crds) ;;
+  all) tools=("${run_tools[@]}" controller-gen golangci-lint kpt source-controller kustomize-controller flux-crds registry helm opm promtool prometheus monitoring-crds argocd argocd-dist) ;;
   run) tools=("${run_tools[@]}") ;;
   *) echo "tools: unknown set '$set_name'; use all or run" >&2; exit 2 ;;
 esac
@@ -129,6 +131,12 @@ other_line() {
   [[ $prom_module =~ ^v0\.([0-9])([0-9]{2})\.([0-9]+)$ ]] || { echo "tools: unexpected github.com/prometheus/prometheus version $prom_module" >&2; exit 1; }
   prom_ldflags="-X github.com/prometheus/common/version.Version=${BASH_REMATCH[1]}.$((10#${BASH_REMATCH[2]})).${BASH_REMATCH[3]}"
   build "promtool prometheus"   tools/prometheus "github.com/prometheus/prometheus/cmd/promtool github.com/prometheus/prometheus/cmd/prometheus" "$prom_ldflags"
+  # Argo CD v3.6 declares Go 1.27: this build alone uses the approved
+  # go1.27.3 toolchain, which the go command fetches from the module proxy.
+  local argocd
+  argocd=$(GOTOOLCHAIN=go1.27.3 modver tools/argocd github.com/argoproj/argo-cd/v3)
+  GOTOOLCHAIN=go1.27.3 \
+  build argocd                  tools/argocd github.com/argoproj/argo-cd/v3/cmd "-X github.com/argoproj/argo-cd/v3/common.version=${argocd#v}"
 }
 if [[ $set_name == run ]]; then
   run_kube_line & kube_pid=$!
@@ -161,6 +169,17 @@ chmod -R u+w "$bin/flux-crds"
 helm_api=$(modver tools/flux github.com/fluxcd/helm-controller/api)
 (cd "$root/tools/flux" && "$bin/controller-gen" crd paths=github.com/fluxcd/helm-controller/api/v2 output:crd:dir="$bin/flux-crds")
 echo "tools: Flux CRDs of source-controller ${flux_source}, kustomize-controller ${flux_kustomize} and helm-controller/api ${helm_api} in ${bin#"$root"/}/flux-crds"
+
+# Argo CD's own install manifests (its CRDs, ConfigMaps and Secret, which
+# test/internal/argocd installs from here rather than from copies) and the
+# script its repo-server runs from PATH on every manifest generation,
+# git-verify-wrapper.sh.
+argocd_dir=$(cd "$root/tools/argocd" && GOTOOLCHAIN=go1.27.3 go list -m -f '{{.Dir}}' github.com/argoproj/argo-cd/v3)
+rm -rf "$bin/argocd-dist" && mkdir -p "$bin/argocd-dist/path"
+cp "$argocd_dir/manifests/install.yaml" "$bin/argocd-dist/"
+cp "$argocd_dir/hack/git-verify-wrapper.sh" "$bin/argocd-dist/path/"
+chmod -R u+w "$bin/argocd-dist" && chmod +x "$bin/argocd-dist/path/"*.sh
+echo "tools: Argo CD $(GOTOOLCHAIN=go1.27.3 modver tools/argocd github.com/argoproj/argo-cd/v3) install manifests and helper scripts in ${bin#"$root"/}/argocd-dist"
 
 # The monitoring.coreos.com CRDs, generated from prometheus-operator's API
 # module (tools/monitoring) by controller-gen, as prometheus-operator

@@ -7,10 +7,12 @@
 #              memcached image;
 #   nodes      containerd, runc, the CNI plugins, iptables and nft, for the
 #              local cluster's real nodes (kubelets from bin/) and the test
-#              that proves they leave the machine as they found it.
+#              that proves they leave the machine as they found it;
+#   argocd     redis-server, Argo CD's cache, for test/e2e's run of the
+#              real Argo CD.
 # Elsewhere it fails with the packages to install; it never skips.
 #
-# Usage: scripts/test-deps.sh [memcached|nodes]...   (default: both)
+# Usage: scripts/test-deps.sh [memcached|nodes|argocd]...   (default: all)
 set -euo pipefail
 exec 1>&2
 
@@ -18,14 +20,15 @@ exec 1>&2
 declare -A sets=(
   [memcached]="memcached=memcached"
   [nodes]="containerd=containerd ctr=containerd runc=runc /usr/lib/cni/bridge=containernetworking-plugins /usr/lib/cni/host-local=containernetworking-plugins /usr/lib/cni/loopback=containernetworking-plugins iptables=iptables nft=nftables ip=iproute2 nsenter=util-linux"
+  [argocd]="redis-server=redis-server"
 )
-[[ $# -gt 0 ]] || set -- memcached nodes
+[[ $# -gt 0 ]] || set -- memcached nodes argocd
 
 present() { if [[ $1 == /* ]]; then [[ -x $1 ]]; else command -v "$1" >/dev/null 2>&1; fi; }
 
 missing=()
 for set in "$@"; do
-  [[ -n ${sets[$set]:-} ]] || { echo "test-deps: unknown set '$set' (memcached or nodes)" >&2; exit 2; }
+  [[ -n ${sets[$set]:-} ]] || { echo "test-deps: unknown set '$set' (memcached, nodes or argocd)" >&2; exit 2; }
   for dep in ${sets[$set]}; do
     pkg=${dep#*=}
     present "${dep%%=*}" || [[ " ${missing[*]} " == *" $pkg "* ]] || missing+=("$pkg")

@@ -68,11 +68,11 @@ func TestArgoCDHelmApplication(t *testing.T) {
 			return []error{fmt.Errorf("project %q does not exist", app.Spec.Project)}
 		}
 		dst := app.Spec.Destination
-		if !proj.DestinationPermitted(dst) {
-			errs = append(errs, fmt.Errorf("application destination server '%s' and namespace '%s' do not match any of the allowed destinations in project '%s'", dst.Server, dst.Namespace, app.Spec.Project))
+		if err := proj.PermitDestination(app.Spec.Project, dst); err != nil {
+			errs = append(errs, err)
 		}
-		if !proj.SourcePermitted(app.Spec.Source.RepoURL) {
-			errs = append(errs, fmt.Errorf("source %s is not permitted in project %s", app.Spec.Source.RepoURL, app.Spec.Project))
+		if err := proj.PermitSource(app.Spec.Project, app.Spec.Source.RepoURL); err != nil {
+			errs = append(errs, err)
 		}
 		r, err := helmtemplate.Template(c, app.Spec.Source.Helm.ReleaseName, dst.Namespace, values)
 		if err != nil {
@@ -104,8 +104,8 @@ func TestArgoCDHelmApplication(t *testing.T) {
 			if namespace == "" && isNamespaced(o) {
 				namespace = dst.Namespace
 			}
-			if !proj.ResourcePermitted(group, o.GetKind(), o.GetName(), namespace, dst.Server) {
-				errs = append(errs, fmt.Errorf("%s (namespace %q) is not permitted in project %s on %s", id, namespace, app.Spec.Project, dst.Server))
+			if err := proj.PermitResource(app.Spec.Project, group, o.GetKind(), o.GetName(), namespace, dst); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", id, err))
 			}
 			errs = append(errs, checkResource(kustomizeApp, id, o)...)
 		}

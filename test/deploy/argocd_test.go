@@ -3,7 +3,6 @@ package deploy
 import (
 	"encoding/json"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -15,10 +14,14 @@ import (
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	lua "github.com/yuin/gopher-lua"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/example/memcached-operator/test/internal/argocd"
+	"github.com/example/memcached-operator/test/internal/repo"
+	"github.com/example/memcached-operator/test/internal/run"
 )
 
 const healthKey = "resource.customizations.health.cache.example.com_Memcached"
@@ -69,49 +72,64 @@ func toLua(state *lua.LState, v any) lua.LValue {
 	panic("unsupported type in object")
 }
 
+// healthDir is the health check in Argo CD's resource_customizations
+// layout: health.lua, health_test.yaml and testdata/.
+const healthDir = "deploy/argocd/health/cache.example.com/Memcached"
+
 func healthScript(t *testing.T) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(root(t), "deploy", "argocd", "health", "memcached.lua"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
+	return run.ReadFile(t, filepath.Join(root(t), healthDir, "health.lua"))
 }
 
-// The Memcached health check gives Argo CD the right health for every
-// state the operator reports.
+// healthCase is one entry of health_test.yaml, as Argo CD's own
+// resource_customizations tests read it.
+type healthCase struct {
+	HealthStatus struct {
+		Status  string `json:"status"`
+		Message string `json:"message"`
+	} `json:"healthStatus"`
+	InputPath string `json:"inputPath"`
+}
+
+func healthCases(t *testing.T) []healthCase {
+	t.Helper()
+	var file struct {
+		Tests []healthCase `json:"tests"`
+	}
+	if err := sigsyaml.Unmarshal([]byte(run.ReadFile(t, filepath.Join(root(t), healthDir, "health_test.yaml"))), &file); err != nil {
+		t.Fatal(err)
+	}
+	if len(file.Tests) == 0 {
+		t.Fatal("health_test.yaml has no tests")
+	}
+	return file.Tests
+}
+
+// The Memcached health check gives Argo CD the right health, and message,
+// for every state the operator reports: each case of health_test.yaml run
+// as Argo CD runs the script, in gopher-lua. TestArgoCDHealthCheckInArgoCD
+// runs the same cases through Argo CD itself.
 func TestArgoCDHealthCheck(t *testing.T) {
 	script := healthScript(t)
-	cond := func(typ, status, reason string) string {
-		return "{type: " + typ + ", status: \"" + status + "\", reason: " + reason + ", message: " + typ + " is " + status + "}"
-	}
-	tests := []struct{ name, object, want string }{
-		{"just created: no status", `{metadata: {generation: 1}, spec: {size: 3}}`, "Progressing"},
-		{"status for an older generation", `{metadata: {generation: 3}, spec: {size: 3}, status: {observedGeneration: 2, conditions: [` + cond("Ready", "True", "Ready") + `]}}`, "Progressing"},
-		{"rolling out", `{metadata: {generation: 2}, spec: {size: 3}, status: {observedGeneration: 2, conditions: [` + cond("Ready", "False", "RollingOut") + `, ` + cond("Degraded", "False", "AsExpected") + `]}}`, "Progressing"},
-		{"ready", `{metadata: {generation: 2}, spec: {size: 3}, status: {observedGeneration: 2, conditions: [` + cond("Ready", "True", "Ready") + `, ` + cond("Degraded", "False", "AsExpected") + `]}}`, "Healthy"},
-		{"degraded", `{metadata: {generation: 2}, spec: {size: 3}, status: {observedGeneration: 2, conditions: [` + cond("Ready", "False", "ApplyFailed") + `, ` + cond("Degraded", "True", "ApplyFailed") + `]}}`, "Degraded"},
-		{"stalled", `{metadata: {generation: 2}, spec: {size: 3}, status: {observedGeneration: 2, conditions: [` + cond("Ready", "False", "ResourceExists") + `, ` + cond("Stalled", "True", "ResourceExists") + `]}}`, "Degraded"},
-		{"stalled on refused pods", `{metadata: {generation: 2}, spec: {size: 3}, status: {observedGeneration: 2, conditions: [` + cond("Stalled", "True", "ReplicaFailure") + `, ` + cond("Degraded", "True", "ReplicaFailure") + `]}}`, "Degraded"},
-		{"rollout deadline exceeded", `{metadata: {generation: 2}, spec: {size: 3}, status: {observedGeneration: 2, conditions: [` + cond("Degraded", "True", "ProgressDeadlineExceeded") + `]}}`, "Degraded"},
-		{"paused", `{metadata: {generation: 4}, spec: {size: 3, paused: true}, status: {observedGeneration: 4, conditions: [` + cond("Ready", "True", "Paused") + `, ` + cond("Progressing", "False", "Paused") + `]}}`, "Suspended"},
-		{"no Ready condition yet", `{metadata: {generation: 1}, spec: {size: 3}, status: {observedGeneration: 1, conditions: []}}`, "Progressing"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
+	states := map[string]bool{}
+	for _, c := range healthCases(t) {
+		t.Run(c.InputPath, func(t *testing.T) {
 			obj := map[string]any{}
-			if err := sigsyaml.Unmarshal([]byte(tt.object), &obj); err != nil {
+			if err := sigsyaml.Unmarshal([]byte(run.ReadFile(t, filepath.Join(root(t), healthDir, c.InputPath))), &obj); err != nil {
 				t.Fatal(err)
 			}
 			obj = normalizeNumbers(obj).(map[string]any)
 			status, message := argoHealth(t, script, obj)
-			if status != tt.want {
-				t.Errorf("health %s (%s), want %s", status, message, tt.want)
+			if status != c.HealthStatus.Status || message != c.HealthStatus.Message {
+				t.Errorf("health %s %q, want %s %q", status, message, c.HealthStatus.Status, c.HealthStatus.Message)
 			}
-			if message == "" {
-				t.Errorf("health %s without a message", status)
-			}
+			states[status] = true
 		})
+	}
+	for _, want := range []string{"Healthy", "Progressing", "Degraded", "Suspended"} {
+		if !states[want] {
+			t.Errorf("no case of health_test.yaml is %s", want)
+		}
 	}
 
 	// The script Argo CD gets is this file, under the key it looks up.
@@ -121,7 +139,39 @@ func TestArgoCDHealthCheck(t *testing.T) {
 	}
 	data := cm.GetDataMap()
 	if data[healthKey] != script {
-		t.Errorf("argocd-cm %s does not hold deploy/argocd/health/memcached.lua", healthKey)
+		t.Errorf("argocd-cm %s does not hold %s/health.lua", healthKey, healthDir)
+	}
+}
+
+// Argo CD itself (bin/argocd's `admin settings resource-overrides health`,
+// which loads argocd-cm as rendered from deploy/argocd and evaluates the
+// resource as the application controller does) gives every case of
+// health_test.yaml its health and message.
+func TestArgoCDHealthCheckInArgoCD(t *testing.T) {
+	bins, err := repo.Bin("argocd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := render(t, "deploy/argocd")["ConfigMap/argocd-cm"]
+	if cm == nil {
+		t.Fatal("deploy/argocd renders no argocd-cm")
+	}
+	cmPath := filepath.Join(t.TempDir(), "argocd-cm.yaml")
+	if err := os.WriteFile(cmPath, []byte(cm.MustString()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range healthCases(t) {
+		t.Run(c.InputPath, func(t *testing.T) {
+			stdout, stderr, code := run.Command(t, nil, bins["argocd"], "admin", "settings", "resource-overrides", "health",
+				filepath.Join(root(t), healthDir, c.InputPath), "--argocd-cm-path", cmPath)
+			if code != 0 {
+				t.Fatalf("argocd admin settings resource-overrides health: exit %d\n%s%s", code, stdout, stderr)
+			}
+			want := fmt.Sprintf("STATUS: %s\nMESSAGE: %s\n", c.HealthStatus.Status, c.HealthStatus.Message)
+			if stdout != want {
+				t.Errorf("Argo CD says\n%swant\n%s", stdout, want)
+			}
+		})
 	}
 }
 
@@ -176,8 +226,8 @@ func TestArgoCDApplications(t *testing.T) {
 	objs := render(t, "deploy/argocd")
 	projects := appProjects(t, objs)
 	apps := expandApplicationSet(t, objs["ApplicationSet/memcached"])
-	if len(apps) != 2*len(envs) {
-		t.Fatalf("the ApplicationSet generates %d Applications, want an operator and an instances one per environment", len(apps))
+	if len(apps) != len(envs) {
+		t.Fatalf("the ApplicationSet generates %d Applications, want one per environment", len(apps))
 	}
 	for _, app := range apps {
 		t.Run(app.Name, func(t *testing.T) {
@@ -189,16 +239,22 @@ func TestArgoCDApplications(t *testing.T) {
 				wantRev = "main"
 				fallthrough
 			default:
-				for _, src := range app.Spec.Sources {
-					if wantRev == "main" && src.TargetRevision != "main" {
-						t.Errorf("dev must follow main, got %s", src.TargetRevision)
-					}
-					if wantRev != "main" && !releaseTag.MatchString(src.TargetRevision) {
-						t.Errorf("%s must follow a release tag, got %q", app.Labels["environment"], src.TargetRevision)
-					}
+				src := app.Spec.Source
+				if wantRev == "main" && src.TargetRevision != "main" {
+					t.Errorf("dev must follow main, got %s", src.TargetRevision)
+				}
+				if wantRev != "main" && !releaseTag.MatchString(src.TargetRevision) {
+					t.Errorf("%s must follow a release tag, got %q", app.Labels["environment"], src.TargetRevision)
 				}
 			}
-			automated := app.Spec.SyncPolicy.Automated != nil && app.Spec.SyncPolicy.Automated.Prune && app.Spec.SyncPolicy.Automated.SelfHeal
+			if got, want := app.Spec.Destination.Name, app.Labels["environment"]; got != want || app.Spec.Destination.Server != "" {
+				t.Errorf("destination %+v: want the cluster registered as %q, by name", app.Spec.Destination, want)
+			}
+			if !app.Spec.SyncPolicy.Retry.Refresh {
+				t.Error("retry.refresh is off: a retry would sync the revision that failed, not the fix pushed since")
+			}
+			a := app.Spec.SyncPolicy.Automated
+			automated := a != nil && (a.Enabled == nil || *a.Enabled) && a.Prune && a.SelfHeal
 			if want := app.Labels["environment"] != "prod"; automated != want {
 				t.Errorf("automated sync with prune and self-heal = %v, want %v", automated, want)
 			}
@@ -220,7 +276,7 @@ func TestArgoCDApplications(t *testing.T) {
 			t.Errorf("an Application without destination.namespace passed: %v", errs)
 		}
 		otherCluster := app
-		otherCluster.Spec.Destination.Server = "https://kubernetes.default.svc"
+		otherCluster.Spec.Destination.Name = "in-cluster"
 		if errs := checkApplication(t, otherCluster, projects); !containsError(errs, "do not match any of the allowed destinations") {
 			t.Errorf("an Application for an unlisted cluster passed: %v", errs)
 		}
@@ -234,15 +290,19 @@ type application struct {
 	Name   string
 	Labels map[string]string
 	Spec   struct {
-		Project     string              `json:"project"`
-		Sources     []applicationSource `json:"sources"`
-		Destination argocd.Destination  `json:"destination"`
+		Project     string             `json:"project"`
+		Source      applicationSource  `json:"source"`
+		Destination argocd.Destination `json:"destination"`
 		SyncPolicy  struct {
 			Automated *struct {
-				Prune    bool `json:"prune"`
-				SelfHeal bool `json:"selfHeal"`
+				Enabled  *bool `json:"enabled"`
+				Prune    bool  `json:"prune"`
+				SelfHeal bool  `json:"selfHeal"`
 			} `json:"automated"`
 			SyncOptions []string `json:"syncOptions"`
+			Retry       struct {
+				Refresh bool `json:"refresh"`
+			} `json:"retry"`
 		} `json:"syncPolicy"`
 		IgnoreDifferences []struct {
 			Group        string   `json:"group"`
@@ -260,8 +320,8 @@ type applicationSource struct {
 }
 
 // expandApplicationSet renders the ApplicationSet's Applications as its
-// controller does with goTemplate: every combination of the matrix's list
-// generators, the template's strings executed with the parameters
+// controller does with goTemplate: for each element of its list generator,
+// the template's strings executed with the parameters
 // (missingkey=error), then templatePatch executed and merged onto it (maps
 // merged, lists replaced, as a strategic merge patch does on Argo CD's
 // types, which declare no list merge keys).
@@ -274,13 +334,9 @@ func expandApplicationSet(t *testing.T, appSet *yaml.RNode) []application {
 		Spec struct {
 			GoTemplate bool `json:"goTemplate"`
 			Generators []struct {
-				Matrix struct {
-					Generators []struct {
-						List struct {
-							Elements []map[string]any `json:"elements"`
-						} `json:"list"`
-					} `json:"generators"`
-				} `json:"matrix"`
+				List struct {
+					Elements []map[string]any `json:"elements"`
+				} `json:"list"`
 			} `json:"generators"`
 			Template      map[string]any `json:"template"`
 			TemplatePatch string         `json:"templatePatch"`
@@ -289,49 +345,44 @@ func expandApplicationSet(t *testing.T, appSet *yaml.RNode) []application {
 	if err := sigsyaml.Unmarshal([]byte(appSet.MustString()), &set); err != nil {
 		t.Fatal(err)
 	}
-	if !set.Spec.GoTemplate || len(set.Spec.Generators) != 1 || len(set.Spec.Generators[0].Matrix.Generators) != 2 {
-		t.Fatal("the ApplicationSet must use goTemplate and one matrix of two list generators")
+	if !set.Spec.GoTemplate || len(set.Spec.Generators) != 1 {
+		t.Fatal("the ApplicationSet must use goTemplate and one list generator")
 	}
 	tmpl, err := sigsyaml.Marshal(set.Spec.Template)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out []application
-	for _, a := range set.Spec.Generators[0].Matrix.Generators[0].List.Elements {
-		for _, b := range set.Spec.Generators[0].Matrix.Generators[1].List.Elements {
-			params := map[string]any{}
-			maps.Copy(params, a)
-			maps.Copy(params, b)
-			rendered := executeTemplate(t, string(tmpl), params)
-			patch := executeTemplate(t, set.Spec.TemplatePatch, params)
-			base, err := sigsyaml.YAMLToJSON([]byte(rendered))
-			if err != nil {
-				t.Fatal(err)
-			}
-			patchJSON, err := sigsyaml.YAMLToJSON([]byte(patch))
-			if err != nil {
-				t.Fatalf("templatePatch for %v: %v\n%s", params, err, patch)
-			}
-			merged, err := jsonpatch.MergePatch(base, patchJSON)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var app struct {
-				Metadata struct {
-					Name   string            `json:"name"`
-					Labels map[string]string `json:"labels"`
-				} `json:"metadata"`
-				Spec json.RawMessage `json:"spec"`
-			}
-			if err := json.Unmarshal(merged, &app); err != nil {
-				t.Fatal(err)
-			}
-			got := application{Name: app.Metadata.Name, Labels: app.Metadata.Labels}
-			if err := json.Unmarshal(app.Spec, &got.Spec); err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, got)
+	for _, params := range set.Spec.Generators[0].List.Elements {
+		rendered := executeTemplate(t, string(tmpl), params)
+		patch := executeTemplate(t, set.Spec.TemplatePatch, params)
+		base, err := sigsyaml.YAMLToJSON([]byte(rendered))
+		if err != nil {
+			t.Fatal(err)
 		}
+		patchJSON, err := sigsyaml.YAMLToJSON([]byte(patch))
+		if err != nil {
+			t.Fatalf("templatePatch for %v: %v\n%s", params, err, patch)
+		}
+		merged, err := jsonpatch.MergePatch(base, patchJSON)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var app struct {
+			Metadata struct {
+				Name   string            `json:"name"`
+				Labels map[string]string `json:"labels"`
+			} `json:"metadata"`
+			Spec json.RawMessage `json:"spec"`
+		}
+		if err := json.Unmarshal(merged, &app); err != nil {
+			t.Fatal(err)
+		}
+		got := application{Name: app.Metadata.Name, Labels: app.Metadata.Labels}
+		if err := json.Unmarshal(app.Spec, &got.Spec); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, got)
 	}
 	return out
 }
@@ -361,26 +412,22 @@ func checkApplication(t *testing.T, app application, projects map[string]argocd.
 		return errs
 	}
 	dst := app.Spec.Destination
-	if !proj.DestinationPermitted(dst) {
-		fail("application destination server '%s' and namespace '%s' do not match any of the allowed destinations in project '%s'", dst.Server, dst.Namespace, app.Spec.Project)
+	if err := proj.PermitDestination(app.Spec.Project, dst); err != nil {
+		errs = append(errs, err)
 	}
-	if len(app.Spec.Sources) == 0 {
-		fail("no sources")
+	src := app.Spec.Source
+	if err := proj.PermitSource(app.Spec.Project, src.RepoURL); err != nil {
+		errs = append(errs, err)
 	}
-	for _, src := range app.Spec.Sources {
-		if !proj.SourcePermitted(src.RepoURL) {
-			fail("source %s is not permitted in project %s", src.RepoURL, app.Spec.Project)
+	for id, o := range render(t, src.Path) {
+		group, _, _ := strings.Cut(o.GetApiVersion(), "/")
+		if !strings.Contains(o.GetApiVersion(), "/") {
+			group = ""
 		}
-		for id, o := range render(t, src.Path) {
-			group, _, _ := strings.Cut(o.GetApiVersion(), "/")
-			if !strings.Contains(o.GetApiVersion(), "/") {
-				group = ""
-			}
-			if !proj.ResourcePermitted(group, o.GetKind(), o.GetName(), o.GetNamespace(), dst.Server) {
-				fail("%s (%s, namespace %q) is not permitted in project %s on %s", id, src.Path, o.GetNamespace(), app.Spec.Project, dst.Server)
-			}
-			errs = append(errs, checkResource(app, id, o)...)
+		if err := proj.PermitResource(app.Spec.Project, group, o.GetKind(), o.GetName(), o.GetNamespace(), dst); err != nil {
+			fail("%s (%s): %w", id, src.Path, err)
 		}
+		errs = append(errs, checkResource(app, id, o)...)
 	}
 	return errs
 }
@@ -448,4 +495,84 @@ func scalarOf(n *yaml.RNode, field string) string {
 		return ""
 	}
 	return v.YNode().Value
+}
+
+// The repository URL and the chart registry are set in one place,
+// deploy/argocd/settings/settings.yaml, as the docs tell a fork to do: with
+// only that file changed, both kustomizations render no trace of the
+// upstream values, and every field Argo CD reads them from has the fork's.
+func TestArgoCDSettingsAreTheOnePlace(t *testing.T) {
+	const forkRepo, forkCharts = "https://git.example.org/team/memcached-operator.git", "oci.example.org/team/charts"
+	fs := filesys.MakeFsInMemory()
+	src := filepath.Join(root(t), "deploy", "argocd")
+	err := filepath.WalkDir(src, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, path)
+		return fs.WriteFile(filepath.Join("/argocd", rel), b)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	settings := run.ReadFile(t, filepath.Join(src, "settings", "settings.yaml"))
+	upstream := map[string]string{}
+	for _, key := range []string{"repoURL", "chartRepoURL"} {
+		m := regexp.MustCompile(`(?m)^  ` + key + `: (\S+)$`).FindStringSubmatch(settings)
+		if m == nil {
+			t.Fatalf("settings.yaml has no data.%s", key)
+		}
+		upstream[key] = m[1]
+	}
+	settings = strings.Replace(settings, "repoURL: "+upstream["repoURL"], "repoURL: "+forkRepo, 1)
+	settings = strings.Replace(settings, "chartRepoURL: "+upstream["chartRepoURL"], "chartRepoURL: "+forkCharts, 1)
+	if err := fs.WriteFile("/argocd/settings/settings.yaml", []byte(settings)); err != nil {
+		t.Fatal(err)
+	}
+
+	want := map[string]string{
+		"ApplicationSet/memcached spec.template.spec.source.repoURL":  forkRepo,
+		"AppProject/memcached spec.sourceRepos.0":                     forkRepo,
+		"AppProject/memcached spec.sourceRepos.1":                     forkCharts,
+		"Application/memcached-operator-helm-dev spec.source.repoURL": forkCharts,
+		"Secret/memcached-operator-charts stringData.url":             forkCharts,
+	}
+	seen := map[string]bool{}
+	for _, dir := range []string{"/argocd", "/argocd/helm"} {
+		m, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(fs, dir)
+		if err != nil {
+			t.Fatalf("kustomize build %s: %v", dir, err)
+		}
+		out, err := m.AsYaml()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for key, value := range upstream {
+			if strings.Contains(string(out), value) {
+				t.Errorf("%s still renders the upstream %s %s after settings.yaml changed it", dir, key, value)
+			}
+		}
+		for _, res := range m.Resources() {
+			for field, value := range want {
+				id, path, _ := strings.Cut(field, " ")
+				if id != res.GetKind()+"/"+res.GetName() {
+					continue
+				}
+				seen[field] = true
+				node, err := res.Pipe(yaml.Lookup(strings.Split(path, ".")...))
+				if got := yaml.GetValue(node); err != nil || got != value {
+					t.Errorf("%s: %s = %q, want %s from settings.yaml", dir, field, got, value)
+				}
+			}
+		}
+	}
+	for field := range want {
+		if !seen[field] {
+			t.Errorf("nothing renders %s", field)
+		}
+	}
 }

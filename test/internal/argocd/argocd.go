@@ -1,9 +1,17 @@
-// Package argocd encodes the rules Argo CD applies before it syncs an
-// Application, for tests on machines where Argo CD cannot run (its
-// gitops-engine module does not build from the Go module proxy). Each rule
-// is ported from Argo CD's source (github.com/argoproj/argo-cd/v3 at
-// 37ee009), with the same matching library (github.com/gobwas/glob v0.2.3,
-// the version Argo CD requires):
+// Package argocd runs Argo CD for tests, and encodes the rules it applies
+// before it syncs an Application.
+//
+// Start (instance.go) runs the real thing: bin/argocd, built by `make
+// tools` from the module pinned in tools/argocd, against a hub cluster.
+//
+// The rules (this file) are a port of Argo CD's checks, for the unit tests
+// of test/deploy, which render every Application and check every object it
+// would sync in milliseconds, with no cluster. test/e2e runs each mutation
+// the rules refuse against the real Argo CD too, and compares the reasons,
+// which the Permit functions word as Argo CD does. Each rule is ported from
+// Argo CD's source (github.com/argoproj/argo-cd/v3 v3.6.2), with the same
+// matching library (github.com/gobwas/glob v0.2.3, the version Argo CD
+// requires):
 //
 //   - an Application's destination (server or name, and namespace) must
 //     match one of its project's destinations, server and namespace
@@ -21,6 +29,7 @@
 package argocd
 
 import (
+	"fmt"
 	"net/url"
 	"path/filepath"
 	"regexp"
@@ -148,16 +157,33 @@ func inNamedList(group, kind, name string, list []ClusterResource) bool {
 	return false
 }
 
-// ResourcePermitted is IsResourcePermitted for a resource the Application
-// would sync to the cluster at server.
-func (p Project) ResourcePermitted(group, kind, name, namespace, server string) bool {
+// PermitResource is the check of controller/sync.go's permitResource, with
+// its error: the resource's kind must be allowed, and a namespaced
+// resource's namespace must be a permitted destination on the cluster.
+func (p Project) PermitResource(project, group, kind, name, namespace string, cluster Destination) error {
 	if !p.GroupKindPermitted(group, kind, name, namespace != "") {
-		return false
+		return fmt.Errorf("resource %s:%s is not permitted in project %s", group, kind, project)
 	}
-	if namespace != "" {
-		return p.DestinationPermitted(Destination{Server: server, Namespace: namespace})
+	if namespace != "" && !p.DestinationPermitted(Destination{Server: cluster.Server, Name: cluster.Name, Namespace: namespace}) {
+		return fmt.Errorf("namespace %v is not permitted in project '%s'", namespace, project)
 	}
-	return true
+	return nil
+}
+
+// PermitSource is util/argo's source check, with its error.
+func (p Project) PermitSource(project, repoURL string) error {
+	if !p.SourcePermitted(repoURL) {
+		return fmt.Errorf("application repo %s is not permitted in project '%s'", repoURL, project)
+	}
+	return nil
+}
+
+// PermitDestination is util/argo's destination check, with its error.
+func (p Project) PermitDestination(project string, dst Destination) error {
+	if !p.DestinationPermitted(dst) {
+		return fmt.Errorf("application destination server '%s' and namespace '%s' do not match any of the allowed destinations in project '%s'", dst.Server, dst.Namespace, project)
+	}
+	return nil
 }
 
 // SourcePermitted is IsSourcePermitted.

@@ -1,5 +1,6 @@
 -- Argo CD health of a cache.example.com/Memcached, from the conditions the
--- operator writes. Installed as argocd-cm key
+-- operator writes, in Argo CD's layout beside its cases (health_test.yaml).
+-- Installed as argocd-cm key
 -- resource.customizations.health.cache.example.com_Memcached.
 local hs = {}
 
