@@ -205,6 +205,11 @@ pin: tools build ## Pin images/replicas of $(ENV): make pin ENV=prod IMAGE=repo:
 promote: tools build ## Copy the image pins of FROM into TO and render them: make promote FROM=staging TO=prod (digests from the registry).
 	@bin/pins promote $(FROM) $(TO)
 
+BASE ?= HEAD
+.PHONY: diff
+diff: pins-bin ## Review a change: per environment and object, what the working tree changes in the rendered overlays since BASE (default HEAD; BASE=main for a branch).
+	@bin/pins diff -base $(BASE) $(ENVS)
+
 ##@ Test
 
 .PHONY: test

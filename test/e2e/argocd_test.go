@@ -303,6 +303,19 @@ func TestArgoCDReconcilesTheRepository(t *testing.T) {
 		return nil
 	})
 	waitApplication(t, hubClient, "memcached-staging", "Synced", "Healthy", nil)
+
+	// Reviewing a change before it merges: `make diff` renders what it
+	// changes per object, and Argo CD compares it with the running dev
+	// cluster (`argocd app diff --local`, exit 1: a difference).
+	editFile(t, kustomization, "  count: 1\n", "  count: 2\n")
+	stdout, stderr, code := run.Command(t, nil, filepath.Join(work, "bin", "pins"), "-C", work, "diff", "dev")
+	if code != 0 || !strings.Contains(stdout, "~ cache.example.com/Memcached cache/app-cache") || !strings.Contains(stdout, "+  size: 2") {
+		t.Errorf("make diff of a scaled instance: exit %d\n%s%s", code, stdout, stderr)
+	}
+	out, err = argo.TryCLI("app", "diff", "memcached-dev", "--local", work, "--server-side-generate")
+	if err == nil || !strings.Contains(out, "size: 2") {
+		t.Errorf("argocd app diff --local of a scaled instance (%v):\n%s", err, out)
+	}
 }
 
 // projectWithout is the live memcached AppProject with one namespaced kind

@@ -8,6 +8,7 @@
 //	pins render [ENV...]                  kpt fn render of the overlays' pins (all when none)
 //	pins manifests [-img IMAGE] ENV       the overlay as kustomize builds it, the manager on IMAGE
 //	pins release -registry R -version V -digest D [-env ENV] [-out dist/install.yaml]
+//	pins diff [-base REF] [ENV...]        what the working tree changes in each overlay's objects since REF
 //
 // -C DIR runs it on another checkout (default: the current directory).
 package main
@@ -29,7 +30,8 @@ const usage = `usage: pins [-C DIR] pin [-resolve] [-replicas "Kind/name=count .
        pins [-C DIR] retarget REGISTRY
        pins [-C DIR] render [ENV...]
        pins [-C DIR] manifests [-img IMAGE] ENV
-       pins [-C DIR] release -registry R -version V -digest sha256:... [-env ENV] [-out FILE]`
+       pins [-C DIR] release -registry R -version V -digest sha256:... [-env ENV] [-out FILE]
+       pins [-C DIR] diff [-base REF] [ENV...]`
 
 func main() {
 	if err := run(os.Args[1:]); err != nil {
@@ -106,6 +108,13 @@ func run(args []string) error {
 			return err
 		}
 		_, err = os.Stdout.Write(out)
+		return err
+	case "diff":
+		base := fs.String("base", "HEAD", "the Git ref to compare the working tree with")
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		_, err := repo.Diff(os.Stdout, *base, fs.Args())
 		return err
 	case "release":
 		registry := fs.String("registry", "", "the registry the release was pushed to")
