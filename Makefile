@@ -133,8 +133,8 @@ registry-down: ## Stop the local registry and delete what it stored.
 	@scripts/registry.sh down
 
 .PHONY: release
-release: tools build ## Build, push and pin a release by digest: make release VERSION=v0.2.0 REGISTRY=localhost:5000 [ENV=staging]; writes dist/install.yaml.
-	@VERSION=$(VERSION) REGISTRY=$(REGISTRY) scripts/release.sh
+release: tools build ## Build, push and pin a release by digest: make release VERSION=v0.2.0 REGISTRY=localhost:5000 [ENV=staging [TAG=1: commit the pins, tag VERSION]]; writes dist/install.yaml.
+	@VERSION=$(VERSION) REGISTRY=$(REGISTRY) TAG=$(TAG) scripts/release.sh
 
 .PHONY: retarget
 retarget: tools build ## Point every overlay's images at REGISTRY: a fork's registry or a mirror.

@@ -3,16 +3,22 @@
 # to REGISTRY by tag, resolves their digests from the registry, then `bin/pins
 # release` writes dist/install.yaml (kubebuilder's build-installer: CRD, RBAC
 # and manager, pinned by digest, for one `kubectl apply -f`) and, with ENV,
-# pins that environment to the release's tag@digest (then commit and tag,
-# see docs/environments.md).
+# pins that environment to the release's tag@digest; with TAG=1 also commits
+# those pins and tags the commit VERSION, the tag staging and prod follow
+# (docs/environments.md).
 #
-# Usage: VERSION=v0.2.0 REGISTRY=localhost:5000 [ENV=staging] scripts/release.sh
+# Usage: VERSION=v0.2.0 REGISTRY=localhost:5000 [ENV=staging [TAG=1]] scripts/release.sh
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 version=${VERSION:?VERSION is required, such as v0.2.0}
 registry=${REGISTRY:?REGISTRY is required, such as localhost:5000 or ghcr.io/you}
 [[ $version =~ ^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$ ]] || die "VERSION=$version: want a release version such as v0.2.0 or v0.2.0-rc.1"
 [[ -x $root/bin/pins ]] || die "bin/pins is missing: run 'make build' first"
+if [[ -n ${TAG:-} ]]; then
+  [[ -n ${ENV:-} ]] || die "TAG=1 needs ENV: the tag marks the commit that pins that environment to the release"
+  # Before anything is pushed: a tag environments follow is never moved.
+  ! git -C "$root" rev-parse -q --verify "refs/tags/$version" >/dev/null || die "tag $version exists; release another VERSION"
+fi
 start=$SECONDS
 
 echo "release: building $version for linux/amd64 and linux/arm64 ..."
@@ -24,7 +30,7 @@ manager_digest=$("$root/bin/image" digest --ref "$registry/memcached-operator:$v
 function_digest=$("$root/bin/image" digest --ref "$registry/set-image-replicas:$version")
 [[ $manager_ref == *"@$manager_digest" && $function_ref == *"@$function_digest" ]] || die "the registry serves other digests than were pushed ($manager_digest, $function_digest)"
 
-"$root/bin/pins" -C "$root" release -registry "$registry" -version "$version" -digest "$manager_digest" ${ENV:+-env "$ENV"}
+"$root/bin/pins" -C "$root" release -registry "$registry" -version "$version" -digest "$manager_digest" ${ENV:+-env "$ENV"} ${TAG:+-tag}
 echo "release: $version in $((SECONDS - start))s"
 echo "  $registry/memcached-operator:$version@$manager_digest"
 echo "  $registry/set-image-replicas:$version@$function_digest"

@@ -7,7 +7,7 @@
 //	pins retarget REGISTRY
 //	pins render [ENV...]                  kpt fn render of the overlays' pins (all when none)
 //	pins manifests [-img IMAGE] ENV       the overlay as kustomize builds it, the manager on IMAGE
-//	pins release -registry R -version V -digest D [-env ENV] [-out dist/install.yaml]
+//	pins release -registry R -version V -digest D [-env ENV [-tag]] [-out dist/install.yaml]
 //	pins diff [-base REF] [ENV...]        what the working tree changes in each overlay's objects since REF
 //
 // -C DIR runs it on another checkout (default: the current directory).
@@ -30,7 +30,7 @@ const usage = `usage: pins [-C DIR] pin [-resolve] [-replicas "Kind/name=count .
        pins [-C DIR] retarget REGISTRY
        pins [-C DIR] render [ENV...]
        pins [-C DIR] manifests [-img IMAGE] ENV
-       pins [-C DIR] release -registry R -version V -digest sha256:... [-env ENV] [-out FILE]
+       pins [-C DIR] release -registry R -version V -digest sha256:... [-env ENV [-tag]] [-out FILE]
        pins [-C DIR] diff [-base REF] [ENV...]`
 
 func main() {
@@ -122,11 +122,15 @@ func run(args []string) error {
 		digest := fs.String("digest", "", "the manager image's digest, as the registry serves it")
 		env := fs.String("env", "", "an environment to pin to the release")
 		out := fs.String("out", "dist/install.yaml", "the release manifest to write")
+		tag := fs.Bool("tag", false, "commit the pins of -env and tag that commit with -version")
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}
 		if *registry == "" || *version == "" || *digest == "" {
 			return errors.New(usage)
+		}
+		if *tag && *env == "" {
+			return errors.New("release -tag needs -env: the tag marks the commit that pins that environment to the release")
 		}
 		base, err := kustomize.BuildYAML(filepath.Join(*root, "deploy", "base"))
 		if err != nil {
@@ -149,7 +153,14 @@ func run(args []string) error {
 		if *env == "" {
 			return nil
 		}
-		return repo.Pin(*env, []string{*registry + "/memcached-operator:" + *version + "@" + *digest}, nil, false)
+		ref := *registry + "/memcached-operator:" + *version + "@" + *digest
+		if err := repo.Pin(*env, []string{ref}, nil, false); err != nil {
+			return err
+		}
+		if !*tag {
+			return nil
+		}
+		return repo.TagRelease(*env, *version, ref)
 	}
 	return fmt.Errorf("unknown command %q\n%s", args[0], usage)
 }
