@@ -96,7 +96,7 @@ func (r *Repo) checkout(ref, dir string) error {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return fmt.Errorf("git archive %s: %v: %s (BASE must be a commit, branch or tag of this repository)", ref, err, strings.TrimSpace(stderr.String()))
+		return fmt.Errorf("git archive %s: %w: %s (BASE must be a commit, branch or tag of this repository)", ref, err, strings.TrimSpace(stderr.String()))
 	}
 	tr := tar.NewReader(bytes.NewReader(out))
 	for {
