@@ -133,7 +133,7 @@ func TestArgoCDReconcilesTheRepository(t *testing.T) {
 	applied := time.Now()
 	cluster.Run(t, hub.Kubeconfig, nil, bins["kubectl"], "apply", "--server-side", "--field-manager=memcached-argocd", "-n", argocd.Namespace, "-k", filepath.Join(work, "deploy", "argocd"))
 	for _, env := range []string{"dev", "staging"} {
-		waitApplication(t, hubClient, "memcached-"+env, "Synced", "Healthy", startManagers)
+		waitApplication(t, hubClient, "memcached-"+env, "Healthy", startManagers)
 		t.Logf("%s: Synced and Healthy %v after the apply", env, time.Since(applied).Round(100*time.Millisecond))
 	}
 	if got := applicationStatus(t, hubClient, "memcached-prod"); got.sync != "OutOfSync" {
@@ -141,7 +141,7 @@ func TestArgoCDReconcilesTheRepository(t *testing.T) {
 	}
 	synced := time.Now()
 	argo.CLI(t, "app", "sync", "memcached-prod", "--timeout=300")
-	waitApplication(t, hubClient, "memcached-prod", "Synced", "Healthy", startManagers)
+	waitApplication(t, hubClient, "memcached-prod", "Healthy", startManagers)
 	t.Logf("prod: Synced and Healthy %v after `argocd app sync`", time.Since(synced).Round(100*time.Millisecond))
 	for _, env := range envNames {
 		if st := applicationStatus(t, hubClient, "memcached-"+env); st.retries != 0 || st.phase != "Succeeded" {
@@ -187,7 +187,7 @@ func TestArgoCDReconcilesTheRepository(t *testing.T) {
 		return nil
 	})
 	t.Logf("dev: removed from Git to pruned: %v", time.Since(pruned).Round(100*time.Millisecond))
-	waitApplication(t, hubClient, "memcached-dev", "Synced", "Healthy", nil)
+	waitApplication(t, hubClient, "memcached-dev", "Healthy", nil)
 
 	// The health check in each state, from Git changes: a cache larger
 	// than the nodes can spread is Degraded with the operator's reason, a
@@ -215,7 +215,7 @@ func TestArgoCDReconcilesTheRepository(t *testing.T) {
 	}
 	commitDev("dev: more cache pods than nodes, one per node", "  count: 1\n", "  count: 4\n", "- path: memcached-small.yaml\n",
 		"- path: memcached-small.yaml\n- patch: '[{\"op\": \"add\", \"path\": \"/spec/highAvailability\", \"value\": {\"antiAffinity\": \"Hard\"}}]'\n  target: {kind: Memcached, name: app-cache}\n")
-	waitApplication(t, hubClient, "memcached-dev", "Synced", "Degraded", nil)
+	waitApplication(t, hubClient, "memcached-dev", "Degraded", nil)
 	// What a user sees: the resource's health and the operator's reason.
 	cluster.Eventually(t, time.Minute, "the CLI to show app-cache Degraded with the operator's reason", func() error {
 		out, err := argo.TryCLI("app", "resources", "memcached-dev", "--output=tree=detailed")
@@ -224,15 +224,15 @@ func TestArgoCDReconcilesTheRepository(t *testing.T) {
 				return nil
 			}
 		}
-		return fmt.Errorf("argocd app resources: %v\n%s", err, out)
+		return fmt.Errorf("argocd app resources: %w\n%s", err, out)
 	})
 	commitDev("dev: back to one pod")
-	waitApplication(t, hubClient, "memcached-dev", "Synced", "Healthy", nil)
+	waitApplication(t, hubClient, "memcached-dev", "Healthy", nil)
 	commitDev("dev: pause the cache", "- path: memcached-small.yaml\n",
 		"- path: memcached-small.yaml\n- patch: '[{\"op\": \"add\", \"path\": \"/spec/paused\", \"value\": true}]'\n  target: {kind: Memcached, name: app-cache}\n")
-	waitApplication(t, hubClient, "memcached-dev", "Synced", "Suspended", nil)
+	waitApplication(t, hubClient, "memcached-dev", "Suspended", nil)
 	commitDev("dev: resume the cache")
-	waitApplication(t, hubClient, "memcached-dev", "Synced", "Healthy", nil)
+	waitApplication(t, hubClient, "memcached-dev", "Healthy", nil)
 
 	// Promotion: a release tag with new pins; staging and prod move to it
 	// by a change of their revision in the ApplicationSet, applied as in
@@ -264,7 +264,7 @@ func TestArgoCDReconcilesTheRepository(t *testing.T) {
 			}
 			return nil
 		})
-		waitApplication(t, hubClient, "memcached-"+env, "Synced", "Healthy", nil)
+		waitApplication(t, hubClient, "memcached-"+env, "Healthy", nil)
 		t.Logf("%s: v0.2.0's digest arrived %v after the promotion", env, time.Since(promotedAt).Round(100*time.Millisecond))
 	}
 	waitImage("staging")
@@ -298,11 +298,11 @@ func TestArgoCDReconcilesTheRepository(t *testing.T) {
 	cluster.Run(t, hub.Kubeconfig, nil, bins["kubectl"], "apply", "--server-side", "--field-manager=memcached-argocd", "--force-conflicts", "-n", argocd.Namespace, "-k", filepath.Join(work, "deploy", "argocd"))
 	cluster.Eventually(t, 2*time.Minute, "staging to sync again under the restored project", func() error {
 		if out, err := argo.TryCLI("app", "sync", "memcached-staging", "--timeout=60"); err != nil {
-			return fmt.Errorf("%v: %s", err, tail(out, 5))
+			return fmt.Errorf("%w: %s", err, tail(out, 5))
 		}
 		return nil
 	})
-	waitApplication(t, hubClient, "memcached-staging", "Synced", "Healthy", nil)
+	waitApplication(t, hubClient, "memcached-staging", "Healthy", nil)
 
 	// Reviewing a change before it merges: `make diff` renders what it
 	// changes per object, and Argo CD compares it with the running dev
@@ -395,15 +395,15 @@ func applicationStatus(t *testing.T, c client.Client, name string) appStatus {
 	return s
 }
 
-// waitApplication waits for an Application's sync and health status,
-// calling each (when set) on every poll.
-func waitApplication(t *testing.T, c client.Client, name, sync, health string, each func()) {
+// waitApplication waits for an Application to be Synced with the given
+// health, calling each (when set) on every poll.
+func waitApplication(t *testing.T, c client.Client, name, health string, each func()) {
 	t.Helper()
-	cluster.Eventually(t, 4*time.Minute, name+" "+sync+" and "+health, func() error {
+	cluster.Eventually(t, 4*time.Minute, name+" Synced and "+health, func() error {
 		if each != nil {
 			each()
 		}
-		if s := applicationStatus(t, c, name); s.sync != sync || s.health != health {
+		if s := applicationStatus(t, c, name); s.sync != "Synced" || s.health != health {
 			return fmt.Errorf("%s", s)
 		}
 		return nil

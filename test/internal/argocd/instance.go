@@ -67,7 +67,7 @@ func Start(t testing.TB, kubeconfig string) *Instance {
 		out, err := cluster.TryRun(kubeconfig, nil, bins["kubectl"], "wait", "--for=condition=Established", "--timeout=10s",
 			"crd/applications.argoproj.io", "crd/applicationsets.argoproj.io", "crd/appprojects.argoproj.io")
 		if err != nil {
-			return fmt.Errorf("%v: %s", err, out)
+			return fmt.Errorf("%w: %s", err, out)
 		}
 		return nil
 	})
@@ -157,7 +157,7 @@ func (a *Instance) login(t testing.TB, kubectl, state string) {
 	cluster.Eventually(t, time.Minute, "argocd-initial-admin-secret", func() error {
 		out, err := cluster.TryRun(a.Kubeconfig, nil, kubectl, "get", "secret", "-n", Namespace, "argocd-initial-admin-secret", "-o", "go-template={{.data.password | base64decode}}")
 		if err != nil {
-			return fmt.Errorf("%v: %s", err, out)
+			return fmt.Errorf("%w: %s", err, out)
 		}
 		password = out
 		return nil
