@@ -13,6 +13,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -121,7 +122,7 @@ func TestArgoCDReconcilesTheRepository(t *testing.T) {
 				continue
 			}
 			c := clusters[env].Client(t)
-			if err := c.Get(context.Background(), types.NamespacedName{Namespace: names.OperatorNamespace, Name: names.ManagerServiceAccount}, &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ServiceAccount"}}); err != nil {
+			if err := c.Get(context.Background(), types.NamespacedName{Namespace: names.OperatorNamespace, Name: names.ManagerServiceAccount}, &corev1.ServiceAccount{}); err != nil {
 				continue
 			}
 			managers[env] = true
@@ -131,7 +132,7 @@ func TestArgoCDReconcilesTheRepository(t *testing.T) {
 	}
 
 	applied := time.Now()
-	cluster.Run(t, hub.Kubeconfig, nil, bins["kubectl"], "apply", "--server-side", "--field-manager=memcached-argocd", "-n", argocd.Namespace, "-k", filepath.Join(work, "deploy", "argocd"))
+	argo.Apply(t, filepath.Join(work, "deploy", "argocd"))
 	for _, env := range []string{"dev", "staging"} {
 		waitApplication(t, hubClient, "memcached-"+env, "Healthy", startManagers)
 		t.Logf("%s: Synced and Healthy %v after the apply", env, time.Since(applied).Round(100*time.Millisecond))
@@ -250,7 +251,7 @@ func TestArgoCDReconcilesTheRepository(t *testing.T) {
 	gitserver.Git(t, work, "commit", "-qam", "promote v0.2.0 to staging and prod")
 	gitserver.Push(t, work)
 	promotedAt := time.Now()
-	cluster.Run(t, hub.Kubeconfig, nil, bins["kubectl"], "apply", "--server-side", "--field-manager=memcached-argocd", "-n", argocd.Namespace, "-k", filepath.Join(work, "deploy", "argocd"))
+	argo.Apply(t, filepath.Join(work, "deploy", "argocd"))
 	waitImage := func(env string) {
 		t.Helper()
 		c := clusters[env].Client(t)
@@ -283,19 +284,20 @@ func TestArgoCDReconcilesTheRepository(t *testing.T) {
 
 	// What the ported rules refuse, real Argo CD refuses for the same
 	// reason: a project that lost a kind its Application syncs.
-	refusedByRules := projectWithout(t, hubClient, "apps", "Deployment").PermitResource("memcached", "apps", "Deployment", "app-cache", "cache", argocd.Destination{Name: "dev"})
+	trimmed := projectWithout(t, hubClient, "apps", "Deployment")
+	refusedByRules := trimmed.PermitResource("memcached", "apps", "Deployment", "app-cache", "cache", argocd.Destination{Name: "dev"})
 	if refusedByRules == nil {
 		t.Fatal("the ported rules permit a Deployment the project no longer lists")
 	}
 	cluster.Run(t, hub.Kubeconfig, nil, bins["kubectl"], "patch", "appproject", "-n", argocd.Namespace, "memcached", "--type=json",
-		"-p", `[{"op": "replace", "path": "/spec/namespaceResourceWhitelist", "value": `+mustJSON(t, projectWithout(t, hubClient, "apps", "Deployment").NamespaceResourceWhitelist)+`}]`)
+		"-p", `[{"op": "replace", "path": "/spec/namespaceResourceWhitelist", "value": `+mustJSON(t, trimmed.NamespaceResourceWhitelist)+`}]`)
 	out, err := argo.TryCLI("app", "sync", "memcached-staging", "--force", "--timeout=120")
 	if err == nil || !strings.Contains(out, refusedByRules.Error()) {
 		t.Errorf("Argo CD synced despite the project (%v), or for another reason than the rules' %q:\n%s", err, refusedByRules, out)
 	}
 	// And the committed wiring, applied again (taking back the field the
 	// hand edit took), lets it sync.
-	cluster.Run(t, hub.Kubeconfig, nil, bins["kubectl"], "apply", "--server-side", "--field-manager=memcached-argocd", "--force-conflicts", "-n", argocd.Namespace, "-k", filepath.Join(work, "deploy", "argocd"))
+	argo.Apply(t, filepath.Join(work, "deploy", "argocd"), "--force-conflicts")
 	cluster.Eventually(t, 2*time.Minute, "staging to sync again under the restored project", func() error {
 		if out, err := argo.TryCLI("app", "sync", "memcached-staging", "--timeout=60"); err != nil {
 			return fmt.Errorf("%w: %s", err, tail(out, 5))

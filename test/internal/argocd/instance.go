@@ -27,6 +27,10 @@ import (
 // install.yaml has it.
 const Namespace = "argocd"
 
+// FieldManager is the field manager docs/deploy/argocd.md applies
+// deploy/argocd with, so that argocd-cm's health check is ours alone.
+const FieldManager = "memcached-argocd"
+
 // Instance is a running Argo CD: redis, the repo-server, the application
 // controller, the ApplicationSet controller and the API server, each the
 // real component (bin/argocd, picked by ARGOCD_BINARY_NAME as its image's
@@ -40,8 +44,8 @@ type Instance struct {
 	// CLIConfig is the CLI's config file, logged in as admin.
 	CLIConfig string
 
-	bin        string
-	components map[string]*proc.Process
+	bin, kubectl string
+	components   map[string]*proc.Process
 }
 
 // Start installs Argo CD's CRDs, ConfigMaps and Secrets from its own
@@ -72,7 +76,7 @@ func Start(t testing.TB, kubeconfig string) *Instance {
 		return nil
 	})
 
-	a := &Instance{Kubeconfig: kubeconfig, bin: bins["argocd"], components: map[string]*proc.Process{}}
+	a := &Instance{Kubeconfig: kubeconfig, bin: bins["argocd"], kubectl: bins["kubectl"], components: map[string]*proc.Process{}}
 	state := t.TempDir()
 	binDir := filepath.Dir(bins["argocd"])
 	common := []string{
@@ -124,8 +128,16 @@ func Start(t testing.TB, kubeconfig string) *Instance {
 		"--metrics-address=127.0.0.1", "--metrics-port="+strconv.Itoa(run.FreePort(t)),
 		"--staticassets="+mkdir(t, state, "static"))
 
-	a.login(t, bins["kubectl"], state)
+	a.login(t, state)
 	return a
+}
+
+// Apply applies a kustomization to the hub as docs/deploy/argocd.md says:
+// server-side, under FieldManager, in Namespace.
+func (a *Instance) Apply(t testing.TB, dir string, extraArgs ...string) {
+	t.Helper()
+	args := append([]string{"apply", "--server-side", "--field-manager=" + FieldManager, "-n", Namespace, "-k", dir}, extraArgs...)
+	cluster.Run(t, a.Kubeconfig, nil, a.kubectl, args...)
 }
 
 // start runs one component of the multi-call binary.
@@ -150,12 +162,12 @@ func (a *Instance) Output(component string) string {
 
 // login logs the CLI in as admin with the password argocd-server wrote to
 // argocd-initial-admin-secret, as `argocd login` after an install.
-func (a *Instance) login(t testing.TB, kubectl, state string) {
+func (a *Instance) login(t testing.TB, state string) {
 	t.Helper()
 	a.CLIConfig = filepath.Join(state, "cli-config")
 	var password string
 	cluster.Eventually(t, time.Minute, "argocd-initial-admin-secret", func() error {
-		out, err := cluster.TryRun(a.Kubeconfig, nil, kubectl, "get", "secret", "-n", Namespace, "argocd-initial-admin-secret", "-o", "go-template={{.data.password | base64decode}}")
+		out, err := cluster.TryRun(a.Kubeconfig, nil, a.kubectl, "get", "secret", "-n", Namespace, "argocd-initial-admin-secret", "-o", "go-template={{.data.password | base64decode}}")
 		if err != nil {
 			return fmt.Errorf("%w: %s", err, out)
 		}
@@ -220,11 +232,7 @@ func (a *Instance) RegisterCluster(t testing.TB, name, kubeconfig string) string
 	if err != nil {
 		t.Fatal(err)
 	}
-	bins, err := repo.Bin("kubectl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cluster.Run(t, a.Kubeconfig, secret, bins["kubectl"], "apply", "-f", "-")
+	cluster.Run(t, a.Kubeconfig, secret, a.kubectl, "apply", "-f", "-")
 	return cfg.Host
 }
 
