@@ -28,7 +28,7 @@ var envs = []string{"dev", "staging", "prod"}
 // kustomizations are every kustomization a user or a GitOps tool builds.
 var kustomizations = []string{
 	"overlays/dev", "overlays/staging", "overlays/prod",
-	"deploy/base", "deploy/install", "deploy/instances", "deploy/argocd",
+	"deploy/base", "deploy/install", "deploy/instances", "deploy/argocd", "deploy/argocd/cluster",
 	"deploy/flux/clusters/dev", "deploy/flux/clusters/staging", "deploy/flux/clusters/prod",
 }
 

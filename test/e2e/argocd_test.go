@@ -14,6 +14,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -43,38 +44,7 @@ func TestArgoCDReconcilesTheRepository(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clusters := map[string]*cluster.Local{}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, name := range []string{"hub", "dev", "staging", "prod"} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			nodes := 3 // prod's cache of 3 spreads one pod per node
-			if name == "hub" {
-				nodes = 0
-			}
-			k, err := cluster.CreateLocal("argocd-"+name, nodes, t.TempDir())
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			mu.Lock()
-			clusters[name] = k
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	for _, k := range clusters {
-		t.Cleanup(func() {
-			if err := k.Delete(); err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	if t.Failed() {
-		t.FailNow()
-	}
+	clusters := createClusters(t, "argocd-", map[string]int{"hub": 0, "dev": 3, "staging": 3, "prod": 3}) // prod's cache of 3 spreads one pod per node
 	hub := clusters["hub"]
 	hub.DumpOnFailure(t)
 	hubClient := hub.Client(t)
@@ -89,15 +59,20 @@ func TestArgoCDReconcilesTheRepository(t *testing.T) {
 		}
 	})
 	t.Logf("Argo CD up in %v", time.Since(start).Round(100*time.Millisecond))
-	for _, env := range envNames {
-		argo.RegisterCluster(t, env, clusters[env].Kubeconfig)
-		clusters[env].DumpOnFailure(t)
-	}
 
 	// The fork: a clone served over smart HTTP, its URL set in the one
 	// place the docs name, and the release tag staging and prod follow.
 	server := gitserver.Start(t)
 	work := gitserver.Snapshot(t, repo.MustRoot(t))
+
+	// Registering a cluster: its Secret in Argo CD, and the ServiceAccount
+	// syncs will run as once impersonation is on.
+	for _, env := range envNames {
+		argo.RegisterCluster(t, env, clusters[env].Kubeconfig)
+		cluster.Run(t, clusters[env].Kubeconfig, nil, bins["kubectl"], "apply", "--server-side", "--field-manager="+argocd.FieldManager,
+			"-k", filepath.Join(work, "deploy", "argocd", "cluster"))
+		clusters[env].DumpOnFailure(t)
+	}
 	url := server.URL + "/memcached-operator.git"
 	editFile(t, filepath.Join(work, "deploy", "argocd", "settings", "settings.yaml"),
 		"repoURL: https://github.com/example/memcached-operator.git", "repoURL: "+url)
@@ -150,8 +125,16 @@ func TestArgoCDReconcilesTheRepository(t *testing.T) {
 		}
 	}
 
-	// Self-heal: a hand edit in dev is undone.
+	// Impersonation on, as the docs' opt-in: from here on every sync and
+	// server-side diff runs as memcached-argocd-sync in each cluster.
 	dev := clusters["dev"].Client(t)
+	wiring := filepath.Join(work, "deploy", "argocd", "kustomization.yaml")
+	editFile(t, wiring, "# - impersonation\n", "- impersonation\n")
+	gitserver.Git(t, work, "commit", "-qam", "Argo CD: sync as memcached-argocd-sync")
+	gitserver.Push(t, work)
+	argo.Apply(t, filepath.Join(work, "deploy", "argocd"))
+
+	// Self-heal: a hand edit in dev is undone.
 	scaled := time.Now()
 	cluster.Run(t, clusters["dev"].Kubeconfig, nil, bins["kubectl"], "scale", "-n", "cache", "memcached/app-cache", "--replicas=4")
 	cluster.Eventually(t, 2*time.Minute, "self-heal to undo `kubectl scale`", func() error {
@@ -189,6 +172,50 @@ func TestArgoCDReconcilesTheRepository(t *testing.T) {
 	})
 	t.Logf("dev: removed from Git to pruned: %v", time.Since(pruned).Round(100*time.Millisecond))
 	waitApplication(t, hubClient, "memcached-dev", "Healthy", nil)
+
+	// A merged change the project's name patterns let through, binding
+	// cluster-admin to the operator, is refused by the apiserver: the
+	// ServiceAccount may write only the operator's own bindings, by name,
+	// and bind only the operator's own roles.
+	escalation := filepath.Join(work, "overlays", "dev", "operator", "escalate.yaml")
+	if err := os.WriteFile(escalation, []byte(`apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: memcached-operator-escalate
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}
+subjects: [{kind: ServiceAccount, name: memcached-operator-controller-manager, namespace: memcached-operator-system}]
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	operatorKustomization := filepath.Join(work, "overlays", "dev", "operator", "kustomization.yaml")
+	editFile(t, operatorKustomization, "- ../../../deploy/cache-namespace\n", "- ../../../deploy/cache-namespace\n- escalate.yaml\n")
+	gitserver.Git(t, work, "add", "-A")
+	gitserver.Git(t, work, "commit", "-qm", "dev: cluster-admin for the operator")
+	gitserver.Push(t, work)
+	refresh(t, hubClient, "memcached-dev")
+	cluster.Eventually(t, 2*time.Minute, "the sync of the binding to fail", func() error {
+		if msg := resourceSyncFailure(t, hubClient, "memcached-dev", "ClusterRoleBinding", "memcached-operator-escalate"); msg == "" {
+			return fmt.Errorf("%s", applicationStatus(t, hubClient, "memcached-dev"))
+		}
+		return nil
+	})
+	if err := dev.Get(context.Background(), types.NamespacedName{Name: "memcached-operator-escalate"}, &rbacv1.ClusterRoleBinding{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the binding to cluster-admin exists in dev (%v)", err)
+	}
+	// Argo CD v3.6.2 reports this refusal as a recovered kubectl panic
+	// (its dry run goes through `kubectl auth reconcile`, which panics on a
+	// forbidden impersonated request: argo-cd#28607). The apiserver's own
+	// reason, for the same identity and object applied server-side:
+	stdout, stderr, code := run.Command(t, nil, bins["kubectl"], "--kubeconfig", clusters["dev"].Kubeconfig, "apply", "--server-side", "--dry-run=server",
+		"--as=system:serviceaccount:memcached-operator-system:memcached-argocd-sync", "-f", escalation)
+	if want := `"memcached-operator-escalate" is forbidden: User "system:serviceaccount:memcached-operator-system:memcached-argocd-sync"`; code == 0 || !strings.Contains(stderr, want) {
+		t.Errorf("the apiserver let the sync ServiceAccount bind cluster-admin (exit %d), or refused it for another reason than %s: %s%s", code, want, stdout, stderr)
+	}
+	gitserver.Git(t, work, "revert", "--no-edit", "HEAD")
+	gitserver.Push(t, work)
+	refresh(t, hubClient, "memcached-dev")
+	waitApplication(t, hubClient, "memcached-dev", "Healthy", nil)
+	t.Logf("dev: the apiserver refused a binding to cluster-admin; the revert synced")
 
 	// The health check in each state, from Git changes: a cache larger
 	// than the nodes can spread is Degraded with the operator's reason, a
@@ -274,12 +301,12 @@ func TestArgoCDReconcilesTheRepository(t *testing.T) {
 	waitImage("prod")
 
 	// Reinstalling Argo CD (its install.yaml, applied server-side as the
-	// install docs say) keeps the health check: it belongs to the field
-	// manager memcached-argocd, not to kubectl's.
+	// install docs say) keeps the health check and impersonation: they
+	// belong to the field manager memcached-argocd, not to kubectl's.
 	cm := argocd.InstallManifest(t, "ConfigMap", "argocd-cm")
 	cluster.Run(t, hub.Kubeconfig, cm, bins["kubectl"], "apply", "--server-side", "-n", argocd.Namespace, "-f", "-")
-	if out := cluster.Run(t, hub.Kubeconfig, nil, bins["kubectl"], "get", "cm", "-n", argocd.Namespace, "argocd-cm", "-o", "jsonpath={.data}"); !strings.Contains(out, "resource.customizations.health.cache.example.com_Memcached") {
-		t.Errorf("reinstalling Argo CD dropped the Memcached health check: argocd-cm data %s", out)
+	if out := cluster.Run(t, hub.Kubeconfig, nil, bins["kubectl"], "get", "cm", "-n", argocd.Namespace, "argocd-cm", "-o", "jsonpath={.data}"); !strings.Contains(out, "resource.customizations.health.cache.example.com_Memcached") || !strings.Contains(out, "application.sync.impersonation.enabled") {
+		t.Errorf("reinstalling Argo CD dropped the Memcached health check or impersonation: argocd-cm data %s", out)
 	}
 
 	// What the ported rules refuse, real Argo CD refuses for the same
@@ -310,7 +337,7 @@ func TestArgoCDReconcilesTheRepository(t *testing.T) {
 	// changes per object, and Argo CD compares it with the running dev
 	// cluster (`argocd app diff --local`, exit 1: a difference).
 	editFile(t, kustomization, "  count: 1\n", "  count: 2\n")
-	stdout, stderr, code := run.Command(t, nil, filepath.Join(work, "bin", "pins"), "-C", work, "diff", "dev")
+	stdout, stderr, code = run.Command(t, nil, filepath.Join(work, "bin", "pins"), "-C", work, "diff", "dev")
 	if code != 0 || !strings.Contains(stdout, "~ cache.example.com/Memcached cache/app-cache") || !strings.Contains(stdout, "+  size: 2") {
 		t.Errorf("make diff of a scaled instance: exit %d\n%s%s", code, stdout, stderr)
 	}
@@ -318,6 +345,39 @@ func TestArgoCDReconcilesTheRepository(t *testing.T) {
 	if err == nil || !strings.Contains(out, "size: 2") {
 		t.Errorf("argocd app diff --local of a scaled instance (%v):\n%s", err, out)
 	}
+}
+
+// createClusters starts kwok clusters named prefix+name with the given
+// numbers of nodes, in parallel, and deletes them when the test ends.
+func createClusters(t *testing.T, prefix string, nodes map[string]int) map[string]*cluster.Local {
+	t.Helper()
+	clusters := map[string]*cluster.Local{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for name, n := range nodes {
+		wg.Go(func() {
+			k, err := cluster.CreateLocal(prefix+name, n, t.TempDir())
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			clusters[name] = k
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	for _, k := range clusters {
+		t.Cleanup(func() {
+			if err := k.Delete(); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	return clusters
 }
 
 // projectWithout is the live memcached AppProject with one namespaced kind
@@ -424,4 +484,24 @@ func refresh(t *testing.T, c client.Client, name string) {
 	if err := c.Patch(context.Background(), app, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"argocd.argoproj.io/refresh":"normal"}}}`))); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// resourceSyncFailure is the message of an Application's last sync result
+// for one object, if that object failed to sync.
+func resourceSyncFailure(t *testing.T, c client.Client, app, kind, name string) string {
+	t.Helper()
+	obj := &unstructured.Unstructured{}
+	obj.SetAPIVersion("argoproj.io/v1alpha1")
+	obj.SetKind("Application")
+	if err := c.Get(context.Background(), types.NamespacedName{Namespace: argocd.Namespace, Name: app}, obj); err != nil {
+		t.Fatal(err)
+	}
+	results, _, _ := unstructured.NestedSlice(obj.Object, "status", "operationState", "syncResult", "resources")
+	for _, r := range results {
+		m, _ := r.(map[string]any)
+		if m["kind"] == kind && m["name"] == name && m["status"] == "SyncFailed" {
+			return fmt.Sprint(m["message"])
+		}
+	}
+	return ""
 }

@@ -49,6 +49,18 @@ type Project struct {
 	// PermitOnlyProjectScopedClusters needs the cluster secrets, which the
 	// rules here do not model; projects using it are refused by Check.
 	PermitOnlyProjectScopedClusters bool `json:"permitOnlyProjectScopedClusters,omitempty"`
+	// DestinationServiceAccounts name whom a sync impersonates, once
+	// argocd-cm's application.sync.impersonation.enabled is on.
+	DestinationServiceAccounts []DestinationServiceAccount `json:"destinationServiceAccounts,omitempty"`
+}
+
+// DestinationServiceAccount maps destinations (server and namespace globs)
+// to a ServiceAccount, "namespace:name" or a name in the Application's
+// destination namespace.
+type DestinationServiceAccount struct {
+	Server                string `json:"server"`
+	Namespace             string `json:"namespace,omitempty"`
+	DefaultServiceAccount string `json:"defaultServiceAccount"`
 }
 
 // Destination is an Application's or a project's (server or name, namespace).
