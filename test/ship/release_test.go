@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -31,8 +32,8 @@ import (
 // A release, end to end, through a real registry, as a fork that ships to
 // its own registry runs it: `make docker-build docker-push IMG=...` pushes
 // images whose index is pulled back and inspected, `make retarget` points every overlay's images
-// at the registry, `make release` builds and pushes both images and pins
-// staging by tag@digest, `make promote` carries them to prod resolving
+// at the registry, `make release ... TAG=1` builds and pushes both images,
+// pins staging by tag@digest and commits and tags that pin, `make promote` carries them to prod resolving
 // every digest from the registry (and refuses a digest the registry does
 // not serve for the tag), `make pin RESOLVE=1` pins memcached by digest.
 // Every image the prod overlay renders then resolves in the registry to its
@@ -67,10 +68,18 @@ func TestReleaseThroughARealRegistry(t *testing.T) {
 
 	makeIn(t, work, "retarget", "REGISTRY="+reg.Host)
 	start := time.Now()
-	out = makeIn(t, work, "release", "VERSION=v0.2.0", "REGISTRY="+reg.Host, "ENV=staging")
+	out = makeIn(t, work, "release", "VERSION=v0.2.0", "REGISTRY="+reg.Host, "ENV=staging", "TAG=1")
 	t.Logf("make release in %v:\n%s", time.Since(start).Round(100*time.Millisecond), lastLines(out, 3))
 	managerDigest := digest(t, reg.Host+"/memcached-operator:v0.2.0")
 	managerRef := reg.Host + "/memcached-operator:v0.2.0@" + managerDigest
+	// TAG=1: the tag staging and prod follow exists, on a commit that pins
+	// staging to what was pushed, and holds nothing else of the working tree.
+	if tagged, err := exec.Command("git", "-C", work, "show", "v0.2.0:overlays/staging/images.yaml").Output(); err != nil || !strings.Contains(string(tagged), managerDigest) {
+		t.Errorf("tag v0.2.0's overlays/staging/images.yaml does not pin %s (%v):\n%s", managerRef, err, tagged)
+	}
+	if changed, err := exec.Command("git", "-C", work, "diff", "--name-only", "v0.2.0~1", "v0.2.0").Output(); err != nil || slices.ContainsFunc(strings.Fields(string(changed)), func(f string) bool { return !strings.HasPrefix(f, "overlays/staging/") }) {
+		t.Errorf("the release commit changes more than overlays/staging (%v):\n%s", err, changed)
+	}
 	if install := run.ReadFile(t, filepath.Join(work, "dist", "install.yaml")); !strings.Contains(install, "image: "+managerRef) {
 		t.Errorf("dist/install.yaml does not run %s", managerRef)
 	}
@@ -124,9 +133,14 @@ func TestReleaseThroughARealRegistry(t *testing.T) {
 	}
 	t.Logf("prod pins, all served by the registry: %v", images)
 
-	// The same commit, built again, gives the same digests.
+	// The same commit, built again, gives the same digests: the one the
+	// release was built from, the parent of the commit TAG=1 made.
+	built := t.TempDir()
+	if out, err := exec.Command("git", "-C", work, "worktree", "add", "--detach", built, "v0.2.0~1").CombinedOutput(); err != nil {
+		t.Fatalf("git worktree add: %v\n%s", err, out)
+	}
 	rebuilt := filepath.Join(t.TempDir(), "manager")
-	cmd := exec.Command(filepath.Join(work, "bin", "image"), "build", "--repo", work, "--component", "manager", "--version", "v0.2.0", "--out", rebuilt)
+	cmd := exec.Command(filepath.Join(work, "bin", "image"), "build", "--repo", built, "--component", "manager", "--version", "v0.2.0", "--out", rebuilt)
 	if out, err := cmd.Output(); err != nil || strings.TrimSpace(string(out)) != managerDigest {
 		t.Errorf("a rebuild of the release gives %s (%v), the registry holds %s", out, err, managerDigest)
 	}
