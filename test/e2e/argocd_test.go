@@ -15,6 +15,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -123,6 +124,7 @@ func TestArgoCDReconcilesTheRepository(t *testing.T) {
 		if st := applicationStatus(t, hubClient, "memcached-"+env); st.retries != 0 || st.phase != "Succeeded" {
 			t.Errorf("%s: first sync %s after %d retries (%s); the waves must order it without a retry", env, st.phase, st.retries, st.message)
 		}
+		checkWaveOrder(t, clusters[env].Client(t), env)
 	}
 
 	// Impersonation on, as the docs' opt-in: from here on every sync and
@@ -154,13 +156,13 @@ func TestArgoCDReconcilesTheRepository(t *testing.T) {
 	gitserver.Git(t, work, "add", "-A")
 	gitserver.Git(t, work, "commit", "-qm", "dev: a session cache")
 	gitserver.Push(t, work)
-	refresh(t, hubClient, "memcached-dev")
+	refreshDev(t, hubClient)
 	cluster.WaitMemcachedReady(t, dev, "cache", "sessions", 1)
 	editFile(t, filepath.Join(work, "overlays", "dev", "instances", "kustomization.yaml"), "- sessions.yaml\n", "")
 	gitserver.Git(t, work, "commit", "-qam", "dev: no session cache")
 	pruned := time.Now()
 	gitserver.Push(t, work)
-	refresh(t, hubClient, "memcached-dev")
+	refreshDev(t, hubClient)
 	cluster.Eventually(t, 2*time.Minute, "the removed instance to be pruned with its Deployment", func() error {
 		if _, err := cluster.Memcached(dev, "cache", "sessions"); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("Memcached sessions: %w", err)
@@ -192,7 +194,7 @@ subjects: [{kind: ServiceAccount, name: memcached-operator-controller-manager, n
 	gitserver.Git(t, work, "add", "-A")
 	gitserver.Git(t, work, "commit", "-qm", "dev: cluster-admin for the operator")
 	gitserver.Push(t, work)
-	refresh(t, hubClient, "memcached-dev")
+	refreshDev(t, hubClient)
 	cluster.Eventually(t, 2*time.Minute, "the sync of the binding to fail", func() error {
 		if msg := resourceSyncFailure(t, hubClient, "memcached-dev", "ClusterRoleBinding", "memcached-operator-escalate"); msg == "" {
 			return fmt.Errorf("%s", applicationStatus(t, hubClient, "memcached-dev"))
@@ -213,7 +215,7 @@ subjects: [{kind: ServiceAccount, name: memcached-operator-controller-manager, n
 	}
 	gitserver.Git(t, work, "revert", "--no-edit", "HEAD")
 	gitserver.Push(t, work)
-	refresh(t, hubClient, "memcached-dev")
+	refreshDev(t, hubClient)
 	waitApplication(t, hubClient, "memcached-dev", "Healthy", nil)
 	t.Logf("dev: the apiserver refused a binding to cluster-admin; the revert synced")
 
@@ -239,7 +241,7 @@ subjects: [{kind: ServiceAccount, name: memcached-operator-controller-manager, n
 		}
 		gitserver.Git(t, work, "commit", "-qam", msg)
 		gitserver.Push(t, work)
-		refresh(t, hubClient, "memcached-dev")
+		refreshDev(t, hubClient)
 	}
 	commitDev("dev: more cache pods than nodes, one per node", "  count: 1\n", "  count: 4\n", "- path: memcached-small.yaml\n",
 		"- path: memcached-small.yaml\n- patch: '[{\"op\": \"add\", \"path\": \"/spec/highAvailability\", \"value\": {\"antiAffinity\": \"Hard\"}}]'\n  target: {kind: Memcached, name: app-cache}\n")
@@ -344,6 +346,46 @@ subjects: [{kind: ServiceAccount, name: memcached-operator-controller-manager, n
 	out, err = argo.TryCLI("app", "diff", "memcached-dev", "--local", work, "--server-side-generate")
 	if err == nil || !strings.Contains(out, "size: 2") {
 		t.Errorf("argocd app diff --local of a scaled instance (%v):\n%s", err, out)
+	}
+}
+
+// checkWaveOrder reads when Argo CD's server-side apply (field manager
+// argocd-controller) last wrote the CRD, the operator's Deployment and the
+// cache, as the apiserver recorded it in their managedFields: each wave
+// ends at least ARGOCD_SYNC_WAVE_DELAY (2 s) before the next starts, so
+// with waves -1, 0 and 1 the times are strictly ordered at the
+// managedFields' one-second resolution. Gitops-engine finishes a first sync
+// even with the waves wrong, so its result alone would not show it.
+func checkWaveOrder(t *testing.T, c client.Client, env string) {
+	t.Helper()
+	objects := []struct {
+		what string
+		obj  client.Object
+		key  types.NamespacedName
+	}{
+		{"the CRD (wave -1)", &apiextensionsv1.CustomResourceDefinition{}, types.NamespacedName{Name: "memcacheds.cache.example.com"}},
+		{"the operator's Deployment (wave 0)", &appsv1.Deployment{}, types.NamespacedName{Namespace: names.OperatorNamespace, Name: "memcached-operator-controller-manager"}},
+		{"the cache app-cache (wave 1)", &unstructured.Unstructured{Object: map[string]any{"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached"}}, types.NamespacedName{Namespace: "cache", Name: "app-cache"}},
+	}
+	var last time.Time
+	for i, o := range objects {
+		if err := c.Get(context.Background(), o.key, o.obj); err != nil {
+			t.Fatalf("%s: %s: %v", env, o.what, err)
+		}
+		var applied time.Time
+		for _, f := range o.obj.GetManagedFields() {
+			if f.Manager == "argocd-controller" && f.Operation == "Apply" && f.Subresource == "" && f.Time != nil {
+				applied = f.Time.Time
+			}
+		}
+		if applied.IsZero() {
+			t.Errorf("%s: %s has no apply by argocd-controller", env, o.what)
+			return
+		}
+		if i > 0 && !applied.After(last) {
+			t.Errorf("%s: %s was applied at %s, not after %s (%s): the sync waves are out of order", env, o.what, applied.Format(time.RFC3339), objects[i-1].what, last.Format(time.RFC3339))
+		}
+		last = applied
 	}
 }
 
@@ -472,15 +514,16 @@ func waitApplication(t *testing.T, c client.Client, name, health string, each fu
 	})
 }
 
-// refresh is what a Git webhook does: the Application compares against
-// the branch's new head at once.
-func refresh(t *testing.T, c client.Client, name string) {
+// refreshDev is what a Git webhook does for main's commits: dev, the one
+// Application that follows the branch, compares against its new head at
+// once.
+func refreshDev(t *testing.T, c client.Client) {
 	t.Helper()
 	app := &unstructured.Unstructured{}
 	app.SetAPIVersion("argoproj.io/v1alpha1")
 	app.SetKind("Application")
 	app.SetNamespace(argocd.Namespace)
-	app.SetName(name)
+	app.SetName("memcached-dev")
 	if err := c.Patch(context.Background(), app, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"argocd.argoproj.io/refresh":"normal"}}}`))); err != nil {
 		t.Fatal(err)
 	}
