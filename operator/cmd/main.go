@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/discovery"
@@ -65,6 +66,7 @@ type options struct {
 	watchNamespaces         string
 	memcachedImage          string
 	exporterImage           string
+	reloaderImage           string
 	kubeAPIQPS              float64
 	kubeAPIBurst            int
 	gracefulShutdownTimeout time.Duration
@@ -76,6 +78,9 @@ type options struct {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "reload" {
+		os.Exit(runReload(os.Args[2:]))
+	}
 	opts := parseFlags(flag.CommandLine, os.Args[1:])
 	if opts.showVersion {
 		fmt.Println(buildVersion())
@@ -117,6 +122,8 @@ func parseFlags(fs *flag.FlagSet, args []string) *options {
 		"Image for Memcacheds that do not set spec.image (env MEMCACHED_IMAGE).")
 	fs.StringVar(&o.exporterImage, "exporter-image", envOr("EXPORTER_IMAGE", defaultExporterImage),
 		"Image of the memcached_exporter sidecar when spec.monitoring.exporter.image is empty (env EXPORTER_IMAGE).")
+	fs.StringVar(&o.reloaderImage, "reloader-image", os.Getenv("RELOADER_IMAGE"),
+		"Image of the reloader sidecar of Memcacheds with spec.security (env RELOADER_IMAGE): the operator's own image, which runs it as `manager reload`. Empty in a pod (POD_NAME and POD_NAMESPACE set) means the image of the pod's manager container.")
 	fs.Float64Var(&o.kubeAPIQPS, "kube-api-qps", 0,
 		"Client-side limit of requests per second to the apiserver. 0 keeps controller-runtime's default: no client-side limit, leaving throttling to the apiserver's API Priority and Fairness, which protects it from every client at once.")
 	fs.IntVar(&o.kubeAPIBurst, "kube-api-burst", 0,
@@ -172,6 +179,12 @@ func run(o *options) error {
 	if err := waitForAPIServer(ctx, cfg, setupLog); err != nil {
 		return err
 	}
+	if o.reloaderImage == "" {
+		if o.reloaderImage, err = ownImage(ctx, cfg, os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME")); err != nil {
+			return err
+		}
+	}
+	setupLog.Info("reloader sidecar", "image", o.reloaderImage)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme,
 		Metrics:                       metricsOpts,
@@ -191,7 +204,7 @@ func run(o *options) error {
 	if err := (&controller.MemcachedReconciler{
 		Client:                  mgr.GetClient(),
 		Recorder:                mgr.GetEventRecorder("memcached-operator"),
-		Defaults:                resources.Options{MemcachedImage: o.memcachedImage, ExporterImage: o.exporterImage},
+		Defaults:                resources.Options{MemcachedImage: o.memcachedImage, ExporterImage: o.exporterImage, ReloaderImage: o.reloaderImage},
 		MaxConcurrentReconciles: o.maxConcurrentReconciles,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the memcached controller: %w", err)
@@ -244,6 +257,35 @@ func waitForAPIServer(ctx context.Context, cfg *rest.Config, log logr.Logger) er
 		delay = min(2*delay, apiServerRetryMax)
 	}
 }
+
+// ownImage is the image of the manager container of the operator's own pod,
+// which the reloader sidecars run: reading it from the pod keeps them on
+// the exact image (tag or digest) the operator was deployed with, through
+// kustomize, Helm and OLM alike, without a second place to pin it. Out of a
+// pod (no POD_NAME) it is empty, and Memcacheds with spec.security stall
+// with a message naming --reloader-image.
+func ownImage(ctx context.Context, cfg *rest.Config, namespace, name string) (string, error) {
+	if name == "" || namespace == "" {
+		return "", nil
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return "", err
+	}
+	pod := &corev1.Pod{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, pod); err != nil {
+		return "", fmt.Errorf("read the operator's own pod %s/%s for the reloader image (or set --reloader-image): %w", namespace, name, err)
+	}
+	for _, ctr := range pod.Spec.Containers {
+		if ctr.Name == managerContainer {
+			return ctr.Image, nil
+		}
+	}
+	return "", fmt.Errorf("pod %s/%s has no container %q to take the reloader image from: set --reloader-image", namespace, name, managerContainer)
+}
+
+// managerContainer is the operator's container in its Deployment.
+const managerContainer = "manager"
 
 // The back-off between attempts to reach the apiserver at start-up.
 var apiServerRetryMin, apiServerRetryMax = time.Second, 10 * time.Second

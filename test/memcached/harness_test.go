@@ -41,6 +41,9 @@ const (
 	// Objects the generated specs may refer to; they exist in the harness.
 	priorityClass      = "cache-critical"
 	cacheServiceAcount = "cache"
+	// reloaderImage is what the harness's operator writes for the reloader
+	// sidecar; the tests run bin/manager reload in its place.
+	reloaderImage = "registry.example.com/memcached-operator:test"
 )
 
 var scheme = func() *runtime.Scheme {
@@ -92,7 +95,7 @@ func startHarness(t *testing.T, namespace string) *harness {
 		}
 	}
 	cluster.StartManager(t, cluster.ImpersonatingKubeconfig(t, env.Kubeconfig, names.OperatorNamespace, names.ManagerServiceAccount),
-		"--metrics-bind-address=0", "--max-concurrent-reconciles=8")
+		"--metrics-bind-address=0", "--max-concurrent-reconciles=8", "--reloader-image="+reloaderImage)
 	return &harness{env: env, c: c, namespace: namespace}
 }
 

@@ -25,6 +25,11 @@ const (
 	// `kubectl wait` stop waiting at once. The operator keeps retrying with
 	// backoff, so fixing the cause heals without a restart.
 	ConditionStalled = "Stalled"
+	// ConditionCertificateExpiring is True when the certificate of
+	// spec.security.tls has less than a sixth of its lifetime (at most a
+	// week) left: its renewal has failed for a while. It does not change
+	// Ready; an expired certificate does (Stalled, CertificateExpired).
+	ConditionCertificateExpiring = "CertificateExpiring"
 )
 
 // Condition reasons. Each is CamelCase, as metav1.Condition requires.
@@ -76,6 +81,14 @@ const (
 	// message is the kubelet's. It degrades but does not stall: the kubelet
 	// keeps retrying, and a registry or Secret that comes back heals it.
 	ReasonPodsFailing = "PodsFailing"
+	// ReasonCertificateExpiring: see ConditionCertificateExpiring.
+	ReasonCertificateExpiring = "CertificateExpiring"
+	// ReasonReloaderImageUnknown: spec.security needs the reloader sidecar
+	// and the operator was started without knowing its own image.
+	ReasonReloaderImageUnknown = "ReloaderImageUnknown"
+	// The Secrets of spec.security: SecretNotFound, SecretInvalid and
+	// CertificateExpired stall the Memcached with a message that names the
+	// Secret, the key and the fix; the pods are left as they are.
 )
 
 // Finalizer is set on every Memcached so that deleting it removes the owned

@@ -12,6 +12,11 @@ const (
 	MemcachedPort = 11211
 	// ExporterPort is the port of the optional memcached_exporter sidecar.
 	ExporterPort = 9150
+	// LoopbackPort is the plaintext listener on 127.0.0.1 that memcached
+	// opens when TLS is on. Only containers of the same pod reach it: the
+	// exporter scrapes through it and the reloader sends refresh_certs on it,
+	// so neither needs a client certificate.
+	LoopbackPort = 11210
 
 	// MemcachedUID is the uid and gid of the memcache user in the official
 	// image (Debian and Alpine variants alike). With userID: Fixed the pods
@@ -62,6 +67,7 @@ const (
 //
 // The memory floor below is MinimumMemoryMiB written in CEL; a unit test keeps the two equal.
 // +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.limits) || !('memory' in self.resources.limits) || (type(self.resources.limits['memory']) == int ? double(self.resources.limits['memory']) : quantity(self.resources.limits['memory']).asApproximateFloat()) >= double((has(self.memcached) && has(self.memcached.maxMemoryMB) ? self.memcached.maxMemoryMB : 64) + 16 + ((has(self.memcached) && has(self.memcached.maxMemoryMB) ? self.memcached.maxMemoryMB : 64) + 7) / 8 + ((has(self.memcached) && has(self.memcached.maxConnections) ? self.memcached.maxConnections : 1024) + 63) / 64) * 1048576.0",message="spec.resources.limits.memory must be at least maxMemoryMB + 16Mi + maxMemoryMB/8 (hash table) + maxConnections x 16Ki (connection buffers); with the defaults (64, 1024) that is 104Mi. Raise the limit, or lower spec.memcached.maxMemoryMB or maxConnections",fieldPath=".resources.limits"
+// +kubebuilder:validation:XValidation:rule="!(has(self.security) && has(self.security.auth) && has(self.monitoring) && has(self.monitoring.exporter) && has(self.monitoring.exporter.enabled) && self.monitoring.exporter.enabled)",message="spec.monitoring.exporter cannot run with spec.security.auth: memcached_exporter cannot authenticate, so it would report memcached_up 0 for ever. Turn one of them off (TLS alone keeps the exporter working: it scrapes over the pod's loopback listener)",fieldPath=".monitoring.exporter.enabled"
 type MemcachedSpec struct {
 	// Size is the number of memcached pods. It is the field behind the scale
 	// subresource, so `kubectl scale memcached/NAME --replicas=N` sets it.
@@ -173,6 +179,14 @@ type MemcachedSpec struct {
 	// Monitoring adds a Prometheus exporter.
 	// +optional
 	Monitoring *MonitoringSpec `json:"monitoring,omitempty"`
+
+	// Security encrypts and authenticates the cache's traffic: TLS with
+	// optional client certificates, and memcached's ASCII authentication.
+	// A secured cache also refuses the commands that reveal keys to anyone
+	// who connects (stats cachedump, lru_crawler metadump, watch) and, unless
+	// allowFlushAll is set, flush_all.
+	// +optional
+	Security *SecuritySpec `json:"security,omitempty"`
 
 	// Paused stops the operator from changing the objects it owns. Status is
 	// still reported. Deleting a paused Memcached still cleans up.
@@ -351,6 +365,132 @@ type ExporterSpec struct {
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
 }
 
+// ClientCertificateMode says whether memcached asks TLS clients for a
+// certificate (memcached's ssl_verify_mode).
+// +kubebuilder:validation:Enum=None;Request;Require
+type ClientCertificateMode string
+
+const (
+	// ClientCertificatesNone asks for no client certificate (ssl_verify_mode=0).
+	ClientCertificatesNone ClientCertificateMode = "None"
+	// ClientCertificatesRequest asks for one and checks it against ca.crt
+	// when given, but lets clients without one in (ssl_verify_mode=1).
+	ClientCertificatesRequest ClientCertificateMode = "Request"
+	// ClientCertificatesRequire refuses clients without a certificate signed
+	// by ca.crt (ssl_verify_mode=2).
+	ClientCertificatesRequire ClientCertificateMode = "Require"
+)
+
+// TLSVersion is a TLS protocol version.
+// +kubebuilder:validation:Enum="1.2";"1.3"
+type TLSVersion string
+
+// The TLS versions spec.security.tls.minVersion accepts.
+const (
+	TLSVersion12 TLSVersion = "1.2"
+	TLSVersion13 TLSVersion = "1.3"
+)
+
+// Keys of the Secrets a secured Memcached reads. The TLS keys are those of
+// a kubernetes.io/tls Secret, as cert-manager writes them.
+const (
+	TLSCertKey = "tls.crt"
+	TLSKeyKey  = "tls.key"
+	TLSCAKey   = "ca.crt"
+	// AuthFileKey holds memcached's ASCII authentication file: one
+	// user:password per line. Several lines let a password be rotated
+	// without a moment in which either the old or the new one is refused.
+	AuthFileKey = "auth-file"
+)
+
+// SecuritySpec makes a Memcached private. The Secrets it names are read by
+// the operator (to check them and report the certificate) and mounted into
+// the pods; a change to them is loaded by the pods' reloader without a
+// restart, so rotating a certificate or a password keeps the cache's keys.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.tls) || has(self.auth)",message="spec.security must set tls, auth or both"
+type SecuritySpec struct {
+	// TLS serves memcached over TLS only, with the certificate of a Secret.
+	// +optional
+	TLS *TLSSpec `json:"tls,omitempty"`
+
+	// Auth turns on memcached's ASCII authentication (-Y): every connection
+	// must first send `set <any key> 0 0 <n>` with "user password" as the
+	// value. It also limits memcached to the ASCII protocol (-B ascii).
+	// +optional
+	Auth *AuthSpec `json:"auth,omitempty"`
+
+	// AllowFlushAll keeps the flush_all command, which empties every server
+	// of the cache at once. A secured cache disables it (-F) by default.
+	// +optional
+	AllowFlushAll bool `json:"allowFlushAll,omitempty"`
+}
+
+// TLSSpec configures memcached's TLS listener.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.plaintextPort) || !(self.plaintextPort in [11211, 11210, 9150])",message="spec.security.tls.plaintextPort must differ from 11211 (the TLS port), 11210 (the pod's loopback listener) and 9150 (the exporter); 11212 is a common choice",fieldPath=".plaintextPort"
+type TLSSpec struct {
+	// SecretName is a Secret in the Memcached's namespace with tls.crt (the
+	// server certificate, then any intermediates), tls.key (its private key)
+	// and, for client certificates, ca.crt (the CA they must be signed by):
+	// what cert-manager writes for a Certificate. The pods mount it; the
+	// operator checks it and reports the certificate in status.tls.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="spec.security.tls.secretName must be the name of a Secret: lowercase letters, digits, '-' and '.'"
+	// +required
+	SecretName string `json:"secretName"`
+
+	// ClientCertificates: None (the default) asks clients for no
+	// certificate; Request checks one against ca.crt if the client sends
+	// it; Require refuses clients without a certificate signed by ca.crt.
+	// Request and Require need ca.crt in the Secret.
+	// +kubebuilder:default=None
+	// +optional
+	ClientCertificates ClientCertificateMode `json:"clientCertificates,omitempty"`
+
+	// MinVersion is the oldest TLS version memcached accepts: 1.2 (the
+	// default) or 1.3.
+	// +kubebuilder:default="1.2"
+	// +optional
+	MinVersion TLSVersion `json:"minVersion,omitempty"`
+
+	// PlaintextPort, when set, adds an unencrypted listener on this port
+	// for clients that cannot speak TLS yet, for the time of a migration.
+	// The Service and the NetworkPolicy a user writes must name it
+	// ("memcached-plain" on the pods). Leave it unset otherwise: anything
+	// that reaches it reads and writes every key.
+	// +kubebuilder:validation:Minimum=1024
+	// +kubebuilder:validation:Maximum=65535
+	// +optional
+	PlaintextPort *int32 `json:"plaintextPort,omitempty"`
+}
+
+// AuthSpec configures memcached's ASCII authentication.
+type AuthSpec struct {
+	// SecretName is a Secret in the Memcached's namespace whose key
+	// auth-file holds memcached's authentication file: one user:password
+	// per line.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="spec.security.auth.secretName must be the name of a Secret: lowercase letters, digits, '-' and '.'"
+	// +required
+	SecretName string `json:"secretName"`
+}
+
+// TLSStatus is the certificate a Memcached serves.
+type TLSStatus struct {
+	// SecretName is the Secret the certificate was read from.
+	SecretName string `json:"secretName,omitempty"`
+	// SerialNumber of the server certificate, in hexadecimal.
+	SerialNumber string `json:"serialNumber,omitempty"`
+	// NotAfter is when the server certificate expires.
+	NotAfter *metav1.Time `json:"notAfter,omitempty"`
+	// DNSNames of the server certificate.
+	// +listType=atomic
+	DNSNames []string `json:"dnsNames,omitempty"`
+}
+
 // MemcachedStatus is the observed state of a Memcached.
 type MemcachedStatus struct {
 	// Conditions: Ready (the summary used by kstatus, Flux and Argo CD),
@@ -389,6 +529,12 @@ type MemcachedStatus struct {
 	// +optional
 	// +listType=atomic
 	ServerList []string `json:"serverList,omitempty"`
+
+	// TLS is the certificate of spec.security.tls's Secret, which the pods
+	// serve (their reloader loads a new one without a restart): unset when
+	// TLS is off.
+	// +optional
+	TLS *TLSStatus `json:"tls,omitempty"`
 }
 
 // Memcached runs a memcached cache: a Deployment, a headless Service and,

@@ -8,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -31,6 +32,10 @@ func CacheOptions(namespaces []string) cache.Options {
 			&corev1.Service{}:               {Label: managed},
 			&policyv1.PodDisruptionBudget{}: {Label: managed},
 			&corev1.Pod{}:                   {Label: managed, Transform: slimPod},
+			// Secrets by metadata only, and only their name and version:
+			// an annotation can hold a Secret's data (kubectl's
+			// last-applied-configuration does).
+			&metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}}: {Transform: secretIdentity},
 		},
 	}
 	if len(namespaces) > 0 {
@@ -40,6 +45,19 @@ func CacheOptions(namespaces []string) cache.Options {
 		}
 	}
 	return opts
+}
+
+// secretIdentity keeps of a Secret's metadata what maps it to the
+// Memcacheds that name it and tells a change: namespace, name, uid and
+// resourceVersion.
+func secretIdentity(obj any) (any, error) {
+	m, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return obj, nil
+	}
+	return &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta, ObjectMeta: metav1.ObjectMeta{
+		Namespace: m.Namespace, Name: m.Name, UID: m.UID, ResourceVersion: m.ResourceVersion,
+	}}, nil
 }
 
 // cachedTemplateAnnotation marks a cached Deployment whose pod template was

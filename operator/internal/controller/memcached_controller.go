@@ -35,6 +35,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	cachev1alpha1 "github.com/example/memcached-operator/operator/api/v1alpha1"
@@ -64,16 +65,20 @@ type MemcachedReconciler struct {
 	verified      *verifiedTemplates
 }
 
-// The RBAC below is all the operator gets. It never reads Secrets, and it
-// reads pods (never writes them) only for the server list and why one
-// cannot run (pods.go); the rest of status comes from the Deployment's.
+// The RBAC below is all the operator gets. It reads pods (never writes
+// them) for the server list and why one cannot run (pods.go), and its own
+// pod's image for the reloader sidecar (cmd/main.go). It reads Secrets
+// only to check the ones a spec.security names (security.go): it watches
+// their metadata and GETs their content, so no Secret's content stays in
+// its memory.
 //
 // +kubebuilder:rbac:groups=cache.example.com,resources=memcacheds,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=cache.example.com,resources=memcacheds/status,verbs=get;patch
 // +kubebuilder:rbac:groups=cache.example.com,resources=memcacheds/finalizers,verbs=update
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;patch;delete
-// +kubebuilder:rbac:groups="",resources=pods,verbs=list;watch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -109,7 +114,8 @@ func (r *MemcachedReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 			result.RequeueAfter = staleRetry
 		}
 	}()
-	return ctrl.Result{}, r.reconcile(ctx, before, mc)
+	after, err := r.reconcile(ctx, before, mc)
+	return ctrl.Result{RequeueAfter: after}, err
 }
 
 // staleRetry is how soon a reconcile that found the cache behind the
@@ -126,34 +132,51 @@ func (r *MemcachedReconciler) templates() *verifiedTemplates {
 	return r.verified
 }
 
-func (r *MemcachedReconciler) reconcile(ctx context.Context, before, mc *cachev1alpha1.Memcached) error {
+// reconcile returns when to look again although nothing changed (a
+// certificate nearing its end), or zero.
+func (r *MemcachedReconciler) reconcile(ctx context.Context, before, mc *cachev1alpha1.Memcached) (time.Duration, error) {
 	cur, err := r.readOwned(ctx, mc, resources.PodDisruptionBudget(mc) != nil)
 	if err != nil {
-		return err
+		return 0, err
 	}
+	now := time.Now()
+	security, err := r.checkSecurity(ctx, mc, now)
+	if err != nil {
+		return 0, err
+	}
+	defer summarizeSecurity(mc, security, now)
 
 	if mc.Spec.Paused {
 		if err := r.ensureFinalizer(ctx, before, mc); err != nil {
-			return err
+			return 0, err
 		}
 		if !wasPaused(before) {
 			r.event(ctx, mc, nil, corev1.EventTypeNormal, EventPaused, "Pause", "spec.paused is true: owned objects are left as they are")
 		}
 		pods, err := r.observePods(ctx, mc, cur.liveDeployment())
 		if err != nil {
-			return err
+			return 0, err
 		}
 		summarize(mc, cur.liveDeployment(), pods, nil)
-		return nil
+		return security.recheckAfter(now), nil
 	}
 	if wasPaused(before) {
 		r.event(ctx, mc, nil, corev1.EventTypeNormal, EventResumed, "Resume", "spec.paused is false: reconciling owned objects again")
 	}
 
+	if security.problem != nil {
+		// A Secret memcached cannot load would make every new pod exit at
+		// start: the owned objects stay as they are until it is fixed,
+		// and the Secret's watch brings the fix here. No error, so no
+		// retries that cannot help.
+		pods, err := r.observePods(ctx, mc, cur.liveDeployment())
+		summarize(mc, cur.liveDeployment(), pods, security.problem)
+		return 0, err
+	}
 	applyErr := r.applyOwned(ctx, before, mc, cur)
 	pods, err := r.observePods(ctx, mc, cur.liveDeployment())
 	summarize(mc, cur.liveDeployment(), pods, applyErr)
-	return errors.Join(applyErr, err)
+	return security.recheckAfter(now), errors.Join(applyErr, err)
 }
 
 // observePods reads what mc's pods say: the server list always, and why
@@ -180,6 +203,9 @@ func (r *MemcachedReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Pod{}, podInstanceIndex, podInstance); err != nil {
 		return fmt.Errorf("index pods by instance: %w", err)
 	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &cachev1alpha1.Memcached{}, secretNamesIndex, secretNames); err != nil {
+		return fmt.Errorf("index Memcacheds by Secret: %w", err)
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&cachev1alpha1.Memcached{}, builder.WithPredicates(
 			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, r.changedByOthers()))).
@@ -197,6 +223,9 @@ func (r *MemcachedReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// Pods only when a server or a refusal appears, changes or goes away
 		// (pods.go).
 		Watches(&corev1.Pod{}, podOwner, builder.WithPredicates(podChanged)).
+		// Secrets by metadata only: a change of one that a spec.security
+		// names re-checks it (security.go).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.memcachedsForSecret), builder.OnlyMetadata).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.MaxConcurrentReconciles, 1)}).
 		Named("memcached").
 		Complete(r)

@@ -15,6 +15,7 @@ import (
 
 	cachev1alpha1 "github.com/example/memcached-operator/operator/api/v1alpha1"
 	"github.com/example/memcached-operator/operator/internal/resources"
+	"github.com/example/memcached-operator/operator/internal/secretcheck"
 )
 
 // podsReport is what a Memcached's pods say: the ready servers
@@ -112,7 +113,10 @@ func summarize(mc *cachev1alpha1.Memcached, dep *appsv1.Deployment, pods podsRep
 func degraded(dep *appsv1.Deployment, pods podsReport, applyErr error) (reason, message string, stalled bool) {
 	if applyErr != nil {
 		var taken *resourceExistsError
+		var secret *secretcheck.Problem
 		switch {
+		case errors.As(applyErr, &secret):
+			return secret.Reason, secret.Message, true
 		case errors.As(applyErr, &taken):
 			return cachev1alpha1.ReasonResourceExists, applyErr.Error(), true
 		case apierrors.IsForbidden(applyErr):

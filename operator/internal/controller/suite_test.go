@@ -47,7 +47,7 @@ var (
 // reconciler of their own work there.
 const unmanagedNamespace = "unmanaged"
 
-var testDefaults = resources.Options{MemcachedImage: "memcached:1.6.39-alpine", ExporterImage: "quay.io/prometheus/memcached-exporter:v0.14.4"}
+var testDefaults = resources.Options{MemcachedImage: "memcached:1.6.39-alpine", ExporterImage: "quay.io/prometheus/memcached-exporter:v0.14.4", ReloaderImage: "memcached-operator:test"}
 
 func TestMain(m *testing.M) {
 	flag.Parse()

@@ -24,6 +24,9 @@ type Options struct {
 	MemcachedImage string
 	// ExporterImage is used when spec.monitoring.exporter.image is empty.
 	ExporterImage string
+	// ReloaderImage runs the reloader sidecar of a Memcached with
+	// spec.security: the operator's own image.
+	ReloaderImage string
 }
 
 const (
@@ -41,13 +44,23 @@ const (
 func Deployment(m *cachev1alpha1.Memcached, opts Options) *appsv1ac.DeploymentApplyConfiguration {
 	labels := Labels(m)
 	args := MemcachedArgs(m)
+	volumes, mounts := securityVolumes(m)
 	pod := corev1ac.PodSpec().
 		WithEnableServiceLinks(false).
 		WithAutomountServiceAccountToken(false).
 		WithSecurityContext(podSecurityContext(m)).
-		WithContainers(memcachedContainerSpec(m, opts, args))
+		WithVolumes(volumes...).
+		WithContainers(memcachedContainerSpec(m, opts, args).WithVolumeMounts(mounts...))
 	if exporter := exporterContainerSpec(m, opts); exporter != nil {
 		pod.WithContainers(exporter)
+	}
+	if reloader := reloaderContainerSpec(m, opts, mounts); reloader != nil {
+		pod.WithContainers(reloader)
+	}
+	if authSpec(m) != nil {
+		// The reloader makes memcached reread its password file with
+		// SIGHUP, so it must see memcached's process.
+		pod.WithShareProcessNamespace(true)
 	}
 	if m.Spec.ImagePullPolicy != "" {
 		// Unset, the apiserver defaults it from the image's tag; sending an
@@ -148,6 +161,12 @@ func podSecurityContext(m *cachev1alpha1.Memcached) *corev1ac.PodSecurityContext
 		WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))
 	if userIDPolicy(m) == cachev1alpha1.UserIDFixed {
 		sc.WithRunAsUser(cachev1alpha1.MemcachedUID).WithRunAsGroup(cachev1alpha1.MemcachedUID)
+		if m.Spec.Security != nil {
+			// Group-owns the mounted Secrets, so that their files can be
+			// 0440. Only set with spec.security: a new field in every
+			// pod template would roll every existing cache on upgrade.
+			sc.WithFSGroup(cachev1alpha1.MemcachedUID)
+		}
 	}
 	return sc
 }
@@ -183,6 +202,7 @@ func MemcachedArgs(m *cachev1alpha1.Memcached) []string {
 	if cfg.Verbosity > 0 {
 		args = append(args, "-"+strings.Repeat("v", int(cfg.Verbosity)))
 	}
+	args = append(args, securityArgs(m)...)
 	return append(args, cfg.ExtraArgs...)
 }
 
@@ -210,14 +230,23 @@ func memcachedSize(q *resource.Quantity) string {
 
 func memcachedContainerSpec(m *cachev1alpha1.Memcached, opts Options, args []string) *corev1ac.ContainerApplyConfiguration {
 	port := intstr.FromString(memcachedPortName)
-	return corev1ac.Container().
+	c := corev1ac.Container().
 		WithName(memcachedContainer).
 		WithImage(MemcachedImage(m, opts)).
 		WithArgs(args...).
 		WithPorts(corev1ac.ContainerPort().
 			WithName(memcachedPortName).
 			WithContainerPort(cachev1alpha1.MemcachedPort).
-			WithProtocol(corev1.ProtocolTCP)).
+			WithProtocol(corev1.ProtocolTCP))
+	if t := tlsSpec(m); t != nil && t.PlaintextPort != nil {
+		c.WithPorts(corev1ac.ContainerPort().
+			WithName(plainPortName).
+			WithContainerPort(*t.PlaintextPort).
+			WithProtocol(corev1.ProtocolTCP))
+	}
+	// The probes open and close a TCP connection, which a TLS listener
+	// accepts like any other: they need no certificate.
+	return c.
 		WithResources(memcachedResources(m)).
 		WithSecurityContext(restrictedContainerSecurityContext()).
 		WithReadinessProbe(corev1ac.Probe().
@@ -265,11 +294,17 @@ func exporterContainerSpec(m *cachev1alpha1.Memcached, opts Options) *corev1ac.C
 	if exporter.Resources != nil {
 		resources = convert[corev1ac.ResourceRequirementsApplyConfiguration](exporter.Resources)
 	}
+	// With TLS on, the exporter scrapes the pod's loopback listener: it
+	// needs no client certificate, and its traffic never leaves the pod.
+	address := "localhost:" + strconv.Itoa(cachev1alpha1.MemcachedPort)
+	if tlsSpec(m) != nil {
+		address = "127.0.0.1:" + strconv.Itoa(cachev1alpha1.LoopbackPort)
+	}
 	return corev1ac.Container().
 		WithName(exporterContainer).
 		WithImage(image).
 		WithArgs(
-			"--memcached.address=localhost:"+strconv.Itoa(cachev1alpha1.MemcachedPort),
+			"--memcached.address="+address,
 			"--web.listen-address=:"+strconv.Itoa(cachev1alpha1.ExporterPort),
 		).
 		WithPorts(corev1ac.ContainerPort().

@@ -21,6 +21,13 @@ func Service(m *cachev1alpha1.Memcached) *corev1ac.ServiceApplyConfiguration {
 			WithPort(cachev1alpha1.MemcachedPort).
 			WithTargetPort(intstr.FromString(memcachedPortName)).
 			WithProtocol(corev1.ProtocolTCP))
+	if t := tlsSpec(m); t != nil && t.PlaintextPort != nil {
+		spec.WithPorts(corev1ac.ServicePort().
+			WithName(plainPortName).
+			WithPort(*t.PlaintextPort).
+			WithTargetPort(intstr.FromString(plainPortName)).
+			WithProtocol(corev1.ProtocolTCP))
+	}
 	if exporterSpec(m) != nil {
 		spec.WithPorts(corev1ac.ServicePort().
 			WithName(metricsPortName).

@@ -1,0 +1,36 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/example/memcached-operator/operator/internal/reloader"
+)
+
+// runReload is `manager reload`: the reloader sidecar of a secured
+// memcached pod (see package reloader). The operator writes it into the
+// pod with its own image, so the two always come from one build.
+func runReload(args []string) int {
+	fs := flag.NewFlagSet("manager reload", flag.ExitOnError)
+	var cfg reloader.Config
+	fs.StringVar(&cfg.TLSDir, "tls-dir", "", "Mounted TLS Secret (tls.crt, tls.key, optional ca.crt) to load with refresh_certs when it changes.")
+	fs.StringVar(&cfg.AuthFile, "auth-file", "", "Mounted memcached password file to load with SIGHUP when it changes.")
+	fs.StringVar(&cfg.Address, "memcached-address", "127.0.0.1:11210", "memcached's plaintext listener inside the pod.")
+	fs.DurationVar(&cfg.Interval, "interval", 2*time.Second, "How often to look at the files.")
+	_ = fs.Parse(args)
+	cfg.Log = slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	cfg.Log.Info("watching", "tlsDir", cfg.TLSDir, "authFile", cfg.AuthFile, "memcached", cfg.Address, "interval", cfg.Interval.String(), "version", buildVersion())
+	if err := reloader.Run(ctx, cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "reload:", err)
+		return 2
+	}
+	return 0
+}

@@ -1,0 +1,265 @@
+// Package reloader is the sidecar of a Memcached with spec.security. The
+// kubelet rewrites a mounted Secret in place when it changes (cert-manager
+// renewing a certificate, a password rotated); memcached, though, reads its
+// certificate and its password file only at start, and restarting it would
+// empty the cache. The reloader watches the mounted files and makes the
+// running memcached load them:
+//
+//   - a certificate, key or CA with the refresh_certs command, sent on the
+//     pod's loopback listener (plaintext, so it needs no client certificate
+//     even when memcached requires one, and it never leaves the pod);
+//   - the password file with SIGHUP, which memcached answers by rereading it
+//     (the pod shares its process namespace for this).
+//
+// A rotation therefore takes the kubelet's Secret sync (about a minute)
+// plus one poll interval, and keeps every key.
+package reloader
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Config says what the reloader watches and where memcached listens.
+type Config struct {
+	// TLSDir is the mounted TLS Secret (tls.crt, tls.key, optional ca.crt);
+	// empty when TLS is off.
+	TLSDir string
+	// AuthFile is the mounted password file; empty when auth is off.
+	AuthFile string
+	// Address is memcached's plaintext listener inside the pod.
+	Address string
+	// Interval between two looks at the files.
+	Interval time.Duration
+	// Signal sends SIGHUP to memcached; nil uses FindAndSignal.
+	Signal func() error
+	Log    *slog.Logger
+}
+
+// Run reloads until ctx ends. Its first pass loads the files once, which
+// is harmless and catches a rotation that happened while memcached was
+// starting. A failed load is retried on the next pass.
+func Run(ctx context.Context, cfg Config) error {
+	if cfg.TLSDir == "" && cfg.AuthFile == "" {
+		return errors.New("nothing to watch: give --tls-dir, --auth-file or both")
+	}
+	if cfg.Signal == nil {
+		cfg.Signal = func() error { return FindAndSignal("memcached", syscall.SIGHUP) }
+	}
+	var loadedTLS, loadedAuth string
+	ticker := time.NewTicker(cfg.Interval)
+	defer ticker.Stop()
+	for {
+		if cfg.TLSDir != "" {
+			if sum, err := fingerprint(tlsFiles(cfg.TLSDir)...); err != nil {
+				cfg.Log.Error("read the TLS files", "err", err)
+			} else if sum != loadedTLS {
+				if err := RefreshCerts(ctx, cfg.Address, cfg.AuthFile); err != nil {
+					cfg.Log.Error("refresh_certs", "err", err)
+				} else {
+					loadedTLS = sum
+					cfg.Log.Info("memcached loaded the certificate", "serial", serial(filepath.Join(cfg.TLSDir, "tls.crt")))
+				}
+			}
+		}
+		if cfg.AuthFile != "" {
+			if sum, err := fingerprint(cfg.AuthFile); err != nil {
+				cfg.Log.Error("read the password file", "err", err)
+			} else if sum != loadedAuth {
+				if err := reloadAuth(ctx, cfg); err != nil {
+					cfg.Log.Error("reload the password file", "err", err)
+				} else {
+					loadedAuth = sum
+					cfg.Log.Info("memcached loaded the password file")
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C:
+		}
+	}
+}
+
+func tlsFiles(dir string) []string {
+	files := []string{filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")}
+	if _, err := os.Stat(filepath.Join(dir, "ca.crt")); err == nil {
+		files = append(files, filepath.Join(dir, "ca.crt"))
+	}
+	return files
+}
+
+// fingerprint hashes the files' contents. The kubelet swaps a whole
+// Secret at once, so the files are read together after each swap.
+func fingerprint(files ...string) (string, error) {
+	h := sha256.New()
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return "", err
+		}
+		_, _ = fmt.Fprintf(h, "%s\x00%d\x00", f, len(b))
+		h.Write(b)
+	}
+	return fmt.Sprintf("%x", h.Sum(nil)), nil
+}
+
+// RefreshCerts asks memcached at address to reload its certificate, key
+// and CA, authenticating first with the password file's first entry when
+// authFile is set. memcached keeps the old ones when the new ones do not
+// load, and says so.
+func RefreshCerts(ctx context.Context, address, authFile string) error {
+	conn, r, err := dial(ctx, address, authFile)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = conn.Close() }()
+	if _, err := io.WriteString(conn, "refresh_certs\r\n"); err != nil {
+		return err
+	}
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return fmt.Errorf("refresh_certs: %w", err)
+	}
+	if line = strings.TrimSpace(line); line != "OK" {
+		return fmt.Errorf("memcached kept its old certificate: refresh_certs answered %q", line)
+	}
+	return nil
+}
+
+// reloadAuth signals memcached, then checks that the file's first entry
+// is accepted: memcached rereads the file asynchronously.
+func reloadAuth(ctx context.Context, cfg Config) error {
+	if err := cfg.Signal(); err != nil {
+		return err
+	}
+	var err error
+	for range 20 {
+		var conn net.Conn
+		if conn, _, err = dial(ctx, cfg.Address, cfg.AuthFile); err == nil {
+			return conn.Close()
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("after SIGHUP: %w", err)
+}
+
+// dial connects to memcached and authenticates when authFile is set.
+func dial(ctx context.Context, address, authFile string) (net.Conn, *bufio.Reader, error) {
+	var d net.Dialer
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	conn, err := d.DialContext(ctx, "tcp", address)
+	if err != nil {
+		return nil, nil, err
+	}
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	r := bufio.NewReader(conn)
+	if authFile != "" {
+		user, password, err := FirstCredential(authFile)
+		if err == nil {
+			err = Authenticate(conn, r, user, password)
+		}
+		if err != nil {
+			_ = conn.Close()
+			return nil, nil, err
+		}
+	}
+	return conn, r, nil
+}
+
+// FirstCredential is the first user:password line of a memcached password file.
+func FirstCredential(authFile string) (user, password string, err error) {
+	b, err := os.ReadFile(authFile)
+	if err != nil {
+		return "", "", err
+	}
+	for line := range strings.Lines(string(b)) {
+		if u, p, ok := strings.Cut(strings.TrimRight(line, "\r\n"), ":"); ok && u != "" {
+			return u, p, nil
+		}
+	}
+	return "", "", fmt.Errorf("%s has no user:password line", authFile)
+}
+
+// Authenticate is memcached's ASCII authentication: a set whose value is
+// "user password", answered STORED when accepted.
+func Authenticate(conn net.Conn, r *bufio.Reader, user, password string) error {
+	token := user + " " + password
+	if _, err := fmt.Fprintf(conn, "set auth 0 0 %d\r\n%s\r\n", len(token), token); err != nil {
+		return err
+	}
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return fmt.Errorf("authenticate: %w", err)
+	}
+	if line = strings.TrimSpace(line); line != "STORED" {
+		return fmt.Errorf("memcached refused user %q: %s", user, line)
+	}
+	return nil
+}
+
+// FindAndSignal sends sig to every process named name that this process
+// can see: with the pod's shared process namespace, memcached.
+func FindAndSignal(name string, sig syscall.Signal) error {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return err
+	}
+	found := false
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		comm, err := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
+		if err != nil || string(bytes.TrimSpace(comm)) != name {
+			continue
+		}
+		if err := syscall.Kill(pid, sig); err != nil {
+			return fmt.Errorf("signal %s (pid %d): %w", name, pid, err)
+		}
+		found = true
+	}
+	if !found {
+		return fmt.Errorf("no %s process is visible: the pod must share its process namespace (spec.shareProcessNamespace)", name)
+	}
+	return nil
+}
+
+// serial is the certificate's serial number in hexadecimal, for the log.
+func serial(certFile string) string {
+	b, err := os.ReadFile(certFile)
+	if err != nil {
+		return ""
+	}
+	block, _ := pem.Decode(b)
+	if block == nil {
+		return ""
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprintf("%X", cert.SerialNumber)
+}
