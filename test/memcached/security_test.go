@@ -161,7 +161,7 @@ func command(conn net.Conn, cmd string) (string, error) {
 // a plaintext migration port) and the files its pod would mount, then
 // speaks TLS to it with Go's crypto/tls: with and without a client
 // certificate, with a certificate of another CA, plaintext on the TLS
-// port; then rotates the certificate as the kubelet does and runs the
+// port, the exporter through the loopback listener; then rotates the certificate as the kubelet does and runs the
 // real reloader (bin/manager reload), which must make memcached serve the
 // new serial with every key kept and no restart.
 func TestTLSAgainstRealMemcached(t *testing.T) {
@@ -177,7 +177,7 @@ func TestTLSAgainstRealMemcached(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: h.namespace, Name: "secure"},
 		Spec: cachev1alpha1.MemcachedSpec{Size: ptr.To[int32](1), Security: &cachev1alpha1.SecuritySpec{TLS: &cachev1alpha1.TLSSpec{
 			SecretName: "cache-tls", ClientCertificates: cachev1alpha1.ClientCertificatesRequire, PlaintextPort: ptr.To[int32](11212),
-		}}},
+		}}, Monitoring: &cachev1alpha1.MonitoringSpec{Exporter: &cachev1alpha1.ExporterSpec{Enabled: true}}},
 	}
 	if err := h.c.Create(ctx, mc); err != nil {
 		t.Fatal(err)
@@ -269,6 +269,29 @@ func TestTLSAgainstRealMemcached(t *testing.T) {
 			t.Errorf("plaintext port: get kept = %q", got)
 		}
 		_ = conn.Close()
+	}
+
+	// Monitoring keeps working with client certificates required: the
+	// exporter, with the sidecar's arguments, scrapes the pod's loopback
+	// listener.
+	exp := container(pod, "exporter")
+	if exp == nil || !slices.Contains(exp.Args, "--memcached.address=127.0.0.1:11210") {
+		t.Fatalf("exporter %+v: want it on the loopback listener", exp)
+	}
+	e, err := memcached.TryStartExporter(exp.Args, loopback, run.FreePort(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = e.Stop() }()
+	var metrics string
+	for range 50 {
+		if metrics, err = e.Metrics(); err == nil && strings.Contains(metrics, "\nmemcached_up 1\n") {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !strings.Contains(metrics, "\nmemcached_up 1\n") {
+		t.Errorf("the exporter does not report memcached_up 1 with TLS on (%v):\n%s", err, grep(metrics, "memcached_up"))
 	}
 
 	// Rotation: the kubelet swaps the volume; the reloader, given the
