@@ -119,6 +119,37 @@ func (r *MemcachedReconciler) readMetadata(ctx context.Context, key types.Namesp
 	return nil
 }
 
+// adoptingDuringDeletion tells whether an apply would adopt one of mc's
+// orphaned objects while mc, as the apiserver holds it, is being deleted.
+// With `kubectl delete --cascade=orphan` the garbage collector removes the
+// owner references first; their update events can reach a reconcile whose
+// cached Memcached does not show the deletion yet, and adopting then puts
+// the references back, so the finalizer deletes what the user asked to
+// keep (test/e2e's semantics test caught it under load). The apiserver is
+// only asked when there is an orphan to adopt.
+func (r *MemcachedReconciler) adoptingDuringDeletion(ctx context.Context, mc *cachev1alpha1.Memcached, cur *owned) (bool, error) {
+	if r.APIReader == nil {
+		return false, nil
+	}
+	adopting := false
+	for _, o := range cur.all() {
+		if o.exists && !metav1.IsControlledBy(o.live, mc) {
+			adopting = true
+		}
+	}
+	if !adopting {
+		return false, nil
+	}
+	fresh := &cachev1alpha1.Memcached{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(mc), fresh); err != nil {
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, fmt.Errorf("read Memcached %s before adopting its objects: %w", mc.Name, err)
+	}
+	return fresh.UID != mc.UID || !fresh.DeletionTimestamp.IsZero(), nil
+}
+
 // isOwnOrphan tells whether obj is one of mc's objects that lost its owner
 // reference (edited away by hand, or orphaned when an earlier Memcached of
 // that name was deleted with propagationPolicy Orphan): it has no controller
@@ -176,6 +207,9 @@ func (r *MemcachedReconciler) applyOwned(ctx context.Context, before, mc *cachev
 	var oldReplicas int32
 	if d := cur.liveDeployment(); d != nil {
 		oldReplicas = ptr.Deref(d.Spec.Replicas, 0)
+	}
+	if deleting, err := r.adoptingDuringDeletion(ctx, mc, cur); err != nil || deleting {
+		return err
 	}
 	desired := []runtime.ApplyConfiguration{resources.Deployment(mc, r.Defaults), resources.Service(mc), nil}
 	if pdb := resources.PodDisruptionBudget(mc); pdb != nil {
