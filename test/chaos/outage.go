@@ -97,7 +97,11 @@ func Outage(sc Scale, target []string, progress func(string, ...any)) (r OutageR
 		}
 	}
 	restarted := time.Now()
-	if err := env.WaitAPIServer(2 * time.Minute); err != nil {
+	// A deadline for a hang, not a figure: a restarted etcd replays its
+	// log and the apiserver re-lists every resource before /readyz passes,
+	// which took over two minutes once when CI ran this next to the other
+	// packages on 2 cores.
+	if err := env.WaitAPIServer(5 * time.Minute); err != nil {
 		return r, err
 	}
 	if err := conv.Wait(sc.Timeout); err != nil {
