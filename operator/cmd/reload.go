@@ -22,6 +22,7 @@ func runReload(args []string) int {
 	fs.StringVar(&cfg.TLSDir, "tls-dir", "", "Mounted TLS Secret (tls.crt, tls.key, optional ca.crt) to load with refresh_certs when it changes.")
 	fs.StringVar(&cfg.AuthFile, "auth-file", "", "Mounted memcached password file to load with SIGHUP when it changes.")
 	fs.StringVar(&cfg.Address, "memcached-address", "127.0.0.1:11210", "memcached's plaintext listener inside the pod.")
+	fs.StringVar(&cfg.ExporterListenAddress, "exporter-listen-address", "", "Where the exporter connects, when memcached requires auth: each connection is authenticated with the password file's first entry and relayed to memcached.")
 	fs.DurationVar(&cfg.Interval, "interval", 2*time.Second, "How often to look at the files.")
 	_ = fs.Parse(args)
 	cfg.Log = slog.New(slog.NewJSONHandler(os.Stderr, nil))

@@ -48,7 +48,7 @@ func TestExtraArgsRuleAgainstRealMemcached(t *testing.T) {
 			t.Fatal(err)
 		}
 		accepted++
-		srv, err := memcached.TryStart(append(slices.Clone(seedArgs), args...), memcached.Identity{UID: 11211, GID: 11211}, freePort())
+		srv, err := memcached.TryStart(append(slices.Clone(seedArgs), args...), memcached.Identity{UID: 11211, GID: 11211}, freePort(), nil)
 		if err != nil {
 			t.Errorf("counterexample %q: accepted, but %v", args, err)
 			continue
@@ -85,7 +85,7 @@ func TestExtraArgsRuleAgainstRealMemcached(t *testing.T) {
 		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), c.arg+" sets an option the operator manages") {
 			t.Errorf("%s is not refused as a managed option: %v", c.arg, err)
 		}
-		srv, err := memcached.TryStart(append(slices.Clone(seedArgs), c.arg), memcached.Identity{UID: 11211, GID: 11211}, freePort())
+		srv, err := memcached.TryStart(append(slices.Clone(seedArgs), c.arg), memcached.Identity{UID: 11211, GID: 11211}, freePort(), nil)
 		if err != nil {
 			t.Errorf("memcached %s: %v", c.arg, err)
 			continue

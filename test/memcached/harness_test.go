@@ -12,6 +12,8 @@ package memcached_test
 import (
 	"context"
 	"fmt"
+	"maps"
+	"net"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -64,6 +66,9 @@ type harness struct {
 	env       *cluster.Envtest
 	c         client.Client
 	namespace string
+	// security is set once the namespace holds the Secrets generated specs
+	// refer to (withSecuritySecrets).
+	security *securityFixture
 }
 
 func startHarness(t *testing.T, namespace string) *harness {
@@ -130,6 +135,9 @@ func (h *harness) waitDeployment(ctx context.Context, mc *cachev1alpha1.Memcache
 type podRun struct {
 	clamped  bool
 	exporter bool
+	tls      bool
+	auth     bool
+	reloader bool
 }
 
 // runPodTemplate admits a Pod from the Deployment's template, then runs its
@@ -148,10 +156,16 @@ func (h *harness) runPodTemplate(ctx context.Context, d *appsv1.Deployment) (pod
 		return res, fmt.Errorf("container command %q: the official image's entrypoint runs memcached with the args", main.Command)
 	}
 	id := memcached.UnprivilegedIdentity(pod.SecurityContext.RunAsUser, pod.SecurityContext.RunAsGroup)
-	srv, err := memcached.TryStart(main.Args, id, freePort())
+	access, cleanup, err := h.secretVolumes(pod, main)
 	if err != nil {
 		return res, err
 	}
+	defer cleanup()
+	srv, err := memcached.TryStart(main.Args, id, freePort(), access)
+	if err != nil {
+		return res, err
+	}
+	res.tls, res.auth = slices.Contains(main.Args, "-Z"), slices.Contains(main.Args, "-Y")
 	defer func() { _ = srv.Stop() }()
 	res.clamped = srv.Clamped
 	settings, err := checkSettings(srv, main.Args)
@@ -170,25 +184,69 @@ func (h *harness) runPodTemplate(ctx context.Context, d *appsv1.Deployment) (pod
 			return res, fmt.Errorf("an item just below -I: %w", err)
 		}
 	}
+	// What listens in the pod, by port: memcached's listeners, then the
+	// reloader's (with auth, the exporter scrapes through it).
+	listening := map[int]string{}
+	for podPort, local := range srv.Ports {
+		listening[podPort] = "127.0.0.1:" + strconv.Itoa(local)
+	}
+	if r := container(pod, "reloader"); r != nil {
+		res.reloader = true
+		p, listeners, err := startReloader(r.Args, access.Mounts, srv.PlainAddr)
+		if err != nil {
+			return res, err
+		}
+		defer func() { _ = p.Stop() }()
+		maps.Copy(listening, listeners)
+	}
 	if exp := container(pod, "exporter"); exp != nil {
 		res.exporter = true
-		e, err := memcached.TryStartExporter(exp.Args, srv.Addr, freePort())
+		target, err := exporterTarget(exp.Args, listening)
+		if err != nil {
+			return res, err
+		}
+		e, err := memcached.TryStartExporter(exp.Args, target, freePort())
 		if err != nil {
 			return res, err
 		}
 		defer func() { _ = e.Stop() }()
-		var metrics string
-		for range 50 {
-			if metrics, err = e.Metrics(); err == nil && strings.Contains(metrics, "\nmemcached_up 1\n") {
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		if !strings.Contains(metrics, "\nmemcached_up 1\n") {
-			return res, fmt.Errorf("the exporter does not report memcached_up 1 (%w):\n%s", err, grep(metrics, "memcached_up"))
+		if err := waitUp(e); err != nil {
+			return res, err
 		}
 	}
 	return res, nil
+}
+
+// waitUp waits up to 5 seconds for the exporter to report memcached_up 1.
+func waitUp(e *memcached.Exporter) error {
+	var metrics string
+	var err error
+	for range 50 {
+		if metrics, err = e.Metrics(); err == nil && strings.Contains(metrics, "\nmemcached_up 1\n") {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("the exporter does not report memcached_up 1 (%v):\n%s", err, grep(metrics, "memcached_up"))
+}
+
+// exporterTarget is the local address of what the exporter's
+// --memcached.address reaches in the pod.
+func exporterTarget(args []string, listening map[int]string) (string, error) {
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, "--memcached.address="); ok {
+			_, port, err := net.SplitHostPort(v)
+			if err != nil {
+				return "", fmt.Errorf("exporter --memcached.address=%s: %w", v, err)
+			}
+			n, _ := strconv.Atoi(port)
+			if addr, ok := listening[n]; ok {
+				return addr, nil
+			}
+			return "", fmt.Errorf("exporter --memcached.address=%s: nothing in the pod listens on port %d", v, n)
+		}
+	}
+	return "", fmt.Errorf("exporter %q: no --memcached.address", args)
 }
 
 // checkSettings compares `stats settings` with the flags the operator set:
@@ -209,7 +267,7 @@ func checkSettings(srv *memcached.Server, containerArgs []string) (map[string]st
 		"maxconns":      flag("-c"),
 		"num_threads":   flag("-t"),
 		"udpport":       "0",
-		"inter":         "127.0.0.1",
+		"inter":         flag("-l"),
 		"item_size_max": "1048576",
 		"verbosity":     "0",
 	}

@@ -117,6 +117,31 @@ func namedSpecs(t *testing.T) map[string]*cachev1alpha1.Memcached {
 			PodDisruptionBudget:       &cachev1alpha1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromString("60%"))},
 		}
 	})
+	tls := func(mode cachev1alpha1.ClientCertificateMode) *cachev1alpha1.TLSSpec {
+		return &cachev1alpha1.TLSSpec{SecretName: tlsSecret, ClientCertificates: mode}
+	}
+	feature("TLS, client certificates required, a plaintext port, the exporter", func(m *cachev1alpha1.Memcached) {
+		t := tls(cachev1alpha1.ClientCertificatesRequire)
+		t.PlaintextPort = ptr.To[int32](11212)
+		m.Spec.Security = &cachev1alpha1.SecuritySpec{TLS: t}
+		m.Spec.Monitoring = &cachev1alpha1.MonitoringSpec{Exporter: &cachev1alpha1.ExporterSpec{Enabled: true}}
+	})
+	feature("TLS 1.3 without client certificates, platform-assigned uid", func(m *cachev1alpha1.Memcached) {
+		t := tls(cachev1alpha1.ClientCertificatesNone)
+		t.MinVersion = cachev1alpha1.TLSVersion13
+		m.Spec.Security = &cachev1alpha1.SecuritySpec{TLS: t}
+		m.Spec.PodSecurity = &cachev1alpha1.PodSecuritySpec{UserID: cachev1alpha1.UserIDPlatform}
+	})
+	feature("TLS with requested client certificates and auth", func(m *cachev1alpha1.Memcached) {
+		m.Spec.Security = &cachev1alpha1.SecuritySpec{TLS: tls(cachev1alpha1.ClientCertificatesRequest), Auth: &cachev1alpha1.AuthSpec{SecretName: authSecret}}
+	})
+	feature("TLS with client certificates required, auth and the exporter (prod's shape)", func(m *cachev1alpha1.Memcached) {
+		m.Spec.Security = &cachev1alpha1.SecuritySpec{TLS: tls(cachev1alpha1.ClientCertificatesRequire), Auth: &cachev1alpha1.AuthSpec{SecretName: authSecret}}
+		m.Spec.Monitoring = &cachev1alpha1.MonitoringSpec{Exporter: &cachev1alpha1.ExporterSpec{Enabled: true}}
+	})
+	feature("auth only, flush_all allowed", func(m *cachev1alpha1.Memcached) {
+		m.Spec.Security = &cachev1alpha1.SecuritySpec{Auth: &cachev1alpha1.AuthSpec{SecretName: authSecret}, AllowFlushAll: true}
+	})
 	return out
 }
 
@@ -150,6 +175,7 @@ func TestEveryAcceptedSpecRuns(t *testing.T) {
 	t.Logf("seed %d (MEMCACHED_PROPERTY_SEED=%d reproduces this run); %s", seed, seed, versions(t))
 
 	h := startHarness(t, "specs")
+	h.withSecuritySecrets(t)
 	ctx := context.Background()
 	type trial struct {
 		label string
@@ -208,7 +234,7 @@ func TestEveryAcceptedSpecRuns(t *testing.T) {
 	close(work)
 	wg.Wait()
 
-	var randomAccepted, exporters, clamped, counterexamples int
+	var randomAccepted, exporters, clamped, secured, withTLS, withAuth, counterexamples int
 	for i, tr := range accepted {
 		o := outcomes[i]
 		if !tr.named {
@@ -226,6 +252,15 @@ func TestEveryAcceptedSpecRuns(t *testing.T) {
 		if o.res.clamped {
 			clamped++
 		}
+		if o.res.reloader {
+			secured++
+		}
+		if o.res.tls {
+			withTLS++
+		}
+		if o.res.auth {
+			withAuth++
+		}
 		if tr.named {
 			t.Logf("ok: %-75s%s", tr.label, note(o.res))
 		}
@@ -235,9 +270,9 @@ func TestEveryAcceptedSpecRuns(t *testing.T) {
 		reasons = append(reasons, fmt.Sprintf("%s %d", field, n))
 	}
 	slices.Sort(reasons)
-	t.Logf("specs tried %d (%d named, %d random, seed %d): accepted %d, rejected by the CRD %d (%s); memcached ran %d (%d with the exporter, %d with -c capped at this machine's open-file limit); counterexamples %d",
+	t.Logf("specs tried %d (%d named, %d random, seed %d): accepted %d, rejected by the CRD %d (%s); memcached ran %d (%d with the exporter, %d with -c capped at this machine's open-file limit, %d secured with the reloader: %d TLS, %d auth); counterexamples %d",
 		len(trials), len(named), random, seed, len(accepted), len(trials)-len(accepted), strings.Join(reasons, ", "),
-		len(accepted)-counterexamples, exporters, clamped, counterexamples)
+		len(accepted)-counterexamples, exporters, clamped, secured, withTLS, withAuth, counterexamples)
 	if random >= 100 && randomAccepted < random/2 {
 		t.Errorf("only %d of %d random specs were accepted: the generator no longer draws valid-looking specs", randomAccepted, random)
 	}
@@ -269,6 +304,15 @@ func note(r podRun) string {
 	if r.clamped {
 		n = append(n, "-c capped at this machine's open-file limit")
 	}
+	if r.tls {
+		n = append(n, "TLS")
+	}
+	if r.auth {
+		n = append(n, "auth")
+	}
+	if r.reloader {
+		n = append(n, "reloader loaded the files")
+	}
 	if len(n) == 0 {
 		return ""
 	}
@@ -296,7 +340,7 @@ func TestMeasuredItemSizeCounterexamples(t *testing.T) {
 			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "multiple of 512Ki") {
 				t.Fatalf("the CRD accepts maxItemSize %s: %v", c.size, err)
 			}
-			_, err = memcached.TryStart([]string{"-p", "0", "-m", "64", "-I", c.flag}, memcached.Identity{UID: 11211, GID: 11211}, freePort())
+			_, err = memcached.TryStart([]string{"-p", "0", "-m", "64", "-I", c.flag}, memcached.Identity{UID: 11211, GID: 11211}, freePort(), nil)
 			if err == nil || !strings.Contains(err.Error(), c.memcachedSays) {
 				t.Errorf("memcached -I %s: want it to refuse with %q, got %v", c.flag, c.memcachedSays, err)
 			}

@@ -80,69 +80,198 @@ func (ca *testCA) issue(t *testing.T, serial int64, usage x509.ExtKeyUsage) (cer
 // atomically on every update.
 func writeSecretVolume(t *testing.T, dir string, data map[string][]byte) {
 	t.Helper()
+	if err := layOutSecretVolume(dir, data); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func layOutSecretVolume(dir string, data map[string][]byte) error {
 	version := filepath.Join(dir, fmt.Sprintf("..%d", time.Now().UnixNano()))
 	if err := os.MkdirAll(version, 0o755); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	for k, v := range data {
 		if err := os.WriteFile(filepath.Join(version, k), v, 0o644); err != nil {
-			t.Fatal(err)
+			return err
 		}
 		_ = os.Symlink(filepath.Join("..data", k), filepath.Join(dir, k))
 	}
 	tmp := filepath.Join(dir, "..data_tmp")
 	_ = os.Remove(tmp)
 	if err := os.Symlink(filepath.Base(version), tmp); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(dir, "..data"))
+}
+
+// Secrets the generated specs' spec.security names; withSecuritySecrets
+// creates them in the property test's namespace.
+const (
+	tlsSecret  = "cache-tls"
+	authSecret = "cache-auth"
+)
+
+// securityFixture is what the harness's Secrets hold and what a client
+// needs to reach a memcached that mounts them.
+type securityFixture struct {
+	data           map[string]map[string][]byte
+	tlsClient      *tls.Config
+	user, password string
+}
+
+// withSecuritySecrets creates the Secrets spec.security may name: a
+// server certificate with its CA, and a password file.
+func (h *harness) withSecuritySecrets(t *testing.T) {
+	t.Helper()
+	ca := newCA(t, "cache-ca")
+	serverCert, serverKey := ca.issue(t, 100, x509.ExtKeyUsageServerAuth)
+	clientCert, clientKey := ca.issue(t, 7, x509.ExtKeyUsageClientAuth)
+	pair, err := tls.X509KeyPair(clientCert, clientKey)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Rename(tmp, filepath.Join(dir, "..data")); err != nil {
-		t.Fatal(err)
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.cert)
+	f := &securityFixture{
+		data: map[string]map[string][]byte{
+			tlsSecret:  {"tls.crt": serverCert, "tls.key": serverKey, "ca.crt": ca.pem},
+			authSecret: {"auth-file": []byte("app:app-password\nreader:reader-password\n")},
+		},
+		tlsClient: &tls.Config{RootCAs: roots, ServerName: "localhost", Certificates: []tls.Certificate{pair}},
+		user:      "app", password: "app-password",
+	}
+	for name, data := range f.data {
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: h.namespace, Name: name}, Data: data}
+		if name == tlsSecret {
+			secret.Type = corev1.SecretTypeTLS
+		}
+		if err := h.c.Create(context.Background(), secret); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.security = f
+}
+
+// secretVolumes lays out the pod's Secret volumes as the kubelet would,
+// from the harness's Secrets, and returns how to run and reach memcached
+// with them mounted.
+func (h *harness) secretVolumes(pod corev1.PodSpec, main *corev1.Container) (*memcached.Access, func(), error) {
+	access := &memcached.Access{Mounts: map[string]string{}}
+	var dirs []string
+	cleanup := func() {
+		for _, d := range dirs {
+			_ = os.RemoveAll(d)
+		}
+	}
+	for _, v := range pod.Volumes {
+		if v.Secret == nil {
+			continue
+		}
+		if h.security == nil || h.security.data[v.Secret.SecretName] == nil {
+			return nil, cleanup, fmt.Errorf("volume %s: Secret %s is not one the harness made", v.Name, v.Secret.SecretName)
+		}
+		data := h.security.data[v.Secret.SecretName]
+		if len(v.Secret.Items) > 0 {
+			projected := map[string][]byte{}
+			for _, item := range v.Secret.Items {
+				projected[item.Path] = data[item.Key]
+			}
+			data = projected
+		}
+		var mountPath string
+		for _, m := range main.VolumeMounts {
+			if m.Name == v.Name {
+				mountPath = m.MountPath
+			}
+		}
+		if mountPath == "" {
+			return nil, cleanup, fmt.Errorf("volume %s is not mounted in the memcached container", v.Name)
+		}
+		dir, err := os.MkdirTemp("", "secret-volume-")
+		if err != nil {
+			return nil, cleanup, err
+		}
+		dirs = append(dirs, dir)
+		if err := os.Chmod(dir, 0o755); err != nil {
+			return nil, cleanup, err
+		}
+		if err := layOutSecretVolume(dir, data); err != nil {
+			return nil, cleanup, err
+		}
+		access.Mounts[mountPath] = dir
+	}
+	if h.security != nil {
+		access.TLS = h.security.tlsClient
+		access.User, access.Password = h.security.user, h.security.password
+	}
+	return access, cleanup, nil
+}
+
+// startReloader runs bin/manager reload with the sidecar's arguments
+// against a running memcached and waits for its first pass to load every
+// file it watches: the sidecar's flags must match the pod's listeners and
+// mounts. listeners maps the ports it listens on in the pod (for the
+// exporter) to local addresses; the caller stops it.
+func startReloader(containerArgs []string, mounts map[string]string, address string) (p *proc.Process, listeners map[int]string, err error) {
+	bins, err := repo.Bin("manager")
+	if err != nil {
+		return nil, nil, err
+	}
+	args, listeners := localReloaderArgs(containerArgs, mounts, address)
+	args = append(args, "--interval=200ms")
+	p, err = proc.TryStart(proc.Spec{Name: "reloader", Path: bins["manager"], Args: args})
+	if err != nil {
+		return nil, nil, err
+	}
+	var want []string
+	for _, a := range args {
+		switch {
+		case strings.HasPrefix(a, "--tls-dir="):
+			want = append(want, "memcached loaded the certificate")
+		case strings.HasPrefix(a, "--auth-file="):
+			want = append(want, "memcached loaded the password file")
+		case strings.HasPrefix(a, "--exporter-listen-address="):
+			want = append(want, "relaying the exporter's connections")
+		}
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		missing := slices.DeleteFunc(slices.Clone(want), func(w string) bool { return strings.Contains(p.Output(), w) })
+		if len(missing) == 0 {
+			return p, listeners, nil
+		}
+		if exited, _ := p.Exited(); exited || time.Now().After(deadline) {
+			_ = p.Stop()
+			return nil, nil, fmt.Errorf("reloader %q: no %q in its log:\n%s", args, missing, p.Output())
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
-// localSecureArgs turns a secured memcached container's arguments into
-// local ones: mount paths point at the local copies of the volumes, the
-// wildcard listeners at 127.0.0.1, and every port at a free one. ports
-// maps the container's ports to the local ones.
-func localSecureArgs(t *testing.T, args []string, mounts map[string]string) (out []string, ports map[int]int) {
-	t.Helper()
-	ports = map[int]int{}
-	local := func(p string) string {
-		n, err := strconv.Atoi(p)
-		if err != nil {
-			t.Fatalf("port %q: %v", p, err)
-		}
-		if _, ok := ports[n]; !ok {
-			ports[n] = run.FreePort(t)
-		}
-		return strconv.Itoa(ports[n])
-	}
+// localReloaderArgs turns the reloader sidecar's arguments into local
+// ones: mount paths point at the local copies of the volumes, the
+// memcached address at the local listener, and the exporter's
+// authenticating listener, if any, at a free port: listeners maps its port
+// in the pod to the local address.
+func localReloaderArgs(args []string, mounts map[string]string, address string) (out []string, listeners map[int]string) {
+	listeners = map[int]string{}
 	out = slices.Clone(args)
 	for i, a := range out {
 		for from, to := range mounts {
 			a = strings.ReplaceAll(a, from, to)
 		}
-		if i > 0 && out[i-1] == "-p" {
-			a = local(a)
-		}
-		if i > 0 && out[i-1] == "-l" {
-			var listeners []string
-			for l := range strings.SplitSeq(a, ",") {
-				host, port, _ := strings.Cut(strings.TrimPrefix(l, "notls:"), ":")
-				if host == "*" {
-					host = "127.0.0.1"
-				}
-				prefix := ""
-				if strings.HasPrefix(l, "notls:") {
-					prefix = "notls:"
-				}
-				listeners = append(listeners, prefix+host+":"+local(port))
-			}
-			a = strings.Join(listeners, ",")
+		switch {
+		case strings.HasPrefix(a, "--memcached-address="):
+			a = "--memcached-address=" + address
+		case strings.HasPrefix(a, "--exporter-listen-address="):
+			_, port, _ := net.SplitHostPort(strings.TrimPrefix(a, "--exporter-listen-address="))
+			n, _ := strconv.Atoi(port)
+			listeners[n] = "127.0.0.1:" + strconv.Itoa(freePort())
+			a = "--exporter-listen-address=" + listeners[n]
 		}
 		out[i] = a
 	}
-	return out, ports
+	return out, listeners
 }
 
 // command sends one ASCII command on conn and returns the first line of
@@ -209,22 +338,25 @@ func TestTLSAgainstRealMemcached(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeSecretVolume(t, tlsDir, secretData)
-	args, ports := localSecureArgs(t, main.Args, map[string]string{"/etc/memcached/tls": tlsDir})
-	bin, err := memcached.Binary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Run as the test's user: the files are this process's, as the
-	// Secret volume's are the pod's through fsGroup.
-	srv := proc.Start(t, proc.Spec{Name: "memcached", Path: bin, Args: append(args, "-u", "nobody"), StopTimeout: 5 * time.Second})
-	tlsAddr := "127.0.0.1:" + strconv.Itoa(ports[cachev1alpha1.MemcachedPort])
-	plainAddr := "127.0.0.1:" + strconv.Itoa(ports[11212])
-	loopback := "127.0.0.1:" + strconv.Itoa(ports[cachev1alpha1.LoopbackPort])
-	waitAnswer(t, plainAddr)
-
 	roots := x509.NewCertPool()
 	roots.AddCert(ca.cert)
 	clientCert, clientKey := ca.issue(t, 7, x509.ExtKeyUsageClientAuth)
+	clientPair, err := tls.X509KeyPair(clientCert, clientKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mounts := map[string]string{"/etc/memcached/tls": tlsDir}
+	srv, err := memcached.TryStart(main.Args, memcached.UnprivilegedIdentity(pod.SecurityContext.RunAsUser, pod.SecurityContext.RunAsGroup), run.FreePort(t), &memcached.Access{
+		Mounts: mounts,
+		TLS:    &tls.Config{RootCAs: roots, ServerName: "localhost", MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{clientPair}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Stop() })
+	tlsAddr := srv.Addr
+	plainAddr := "127.0.0.1:" + strconv.Itoa(srv.Ports[11212])
+	loopback := srv.PlainAddr
 	strangerCert, strangerKey := stranger.issue(t, 8, x509.ExtKeyUsageClientAuth)
 	dialTLS := func(certPEM, keyPEM []byte) (*tls.Conn, error) {
 		cfg := &tls.Config{RootCAs: roots, ServerName: "localhost", MinVersion: tls.VersionTLS12}
@@ -283,15 +415,8 @@ func TestTLSAgainstRealMemcached(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = e.Stop() }()
-	var metrics string
-	for range 50 {
-		if metrics, err = e.Metrics(); err == nil && strings.Contains(metrics, "\nmemcached_up 1\n") {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if !strings.Contains(metrics, "\nmemcached_up 1\n") {
-		t.Errorf("the exporter does not report memcached_up 1 with TLS on (%v):\n%s", err, grep(metrics, "memcached_up"))
+	if err := waitUp(e); err != nil {
+		t.Errorf("with TLS on: %v", err)
 	}
 
 	// Rotation: the kubelet swaps the volume; the reloader, given the
@@ -300,12 +425,7 @@ func TestTLSAgainstRealMemcached(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reloaderArgs, _ := localSecureArgs(t, reloader.Args, map[string]string{"/etc/memcached/tls": tlsDir})
-	for i, a := range reloaderArgs {
-		if strings.HasPrefix(a, "--memcached-address=") {
-			reloaderArgs[i] = "--memcached-address=" + loopback
-		}
-	}
+	reloaderArgs, _ := localReloaderArgs(reloader.Args, mounts, loopback)
 	proc.Start(t, proc.Spec{Name: "reloader", Path: bins["manager"], Args: append(reloaderArgs, "--interval=200ms")})
 	newCert, newKey := ca.issue(t, 101, x509.ExtKeyUsageServerAuth)
 	rotated := time.Now()
@@ -326,27 +446,11 @@ func TestTLSAgainstRealMemcached(t *testing.T) {
 	}
 }
 
-// waitAnswer waits for memcached to answer version on a plaintext address.
-func waitAnswer(t *testing.T, addr string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
-			got, _ := command(conn, "version\r\n")
-			_ = conn.Close()
-			if strings.HasPrefix(got, "VERSION") {
-				return
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("memcached does not answer on %s", addr)
-}
-
 // TestAuthAgainstRealMemcached runs memcached with the arguments the
 // operator writes for spec.security.auth and the password file its pod
 // would mount: a client with the password is served, one without or with
-// a wrong one is refused. Rotating the file (the new password added, then
+// a wrong one is refused, and the real exporter, scraping through the
+// reloader, reports memcached_up 1 before and after the rotation. Rotating the file (the new password added, then
 // the old one removed, as docs/security.md says) is loaded by the real
 // reloader with SIGHUP, with the keys kept and no restart.
 func TestAuthAgainstRealMemcached(t *testing.T) {
@@ -360,7 +464,7 @@ func TestAuthAgainstRealMemcached(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: h.namespace, Name: "private"},
 		Spec: cachev1alpha1.MemcachedSpec{Size: ptr.To[int32](1), Security: &cachev1alpha1.SecuritySpec{
 			Auth: &cachev1alpha1.AuthSpec{SecretName: "cache-auth"},
-		}},
+		}, Monitoring: &cachev1alpha1.MonitoringSpec{Exporter: &cachev1alpha1.ExporterSpec{Enabled: true}}},
 	}
 	if err := h.c.Create(ctx, mc); err != nil {
 		t.Fatal(err)
@@ -383,13 +487,14 @@ func TestAuthAgainstRealMemcached(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeSecretVolume(t, authDir, map[string][]byte{"auth-file": []byte("app:old-password\n")})
-	args, ports := localSecureArgs(t, main.Args, map[string]string{"/etc/memcached/auth": authDir})
-	bin, err := memcached.Binary()
+	mounts := map[string]string{"/etc/memcached/auth": authDir}
+	srv, err := memcached.TryStart(main.Args, memcached.UnprivilegedIdentity(pod.SecurityContext.RunAsUser, pod.SecurityContext.RunAsGroup), run.FreePort(t),
+		&memcached.Access{Mounts: mounts, User: "app", Password: "old-password"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := proc.Start(t, proc.Spec{Name: "memcached", Path: bin, Args: append(args, "-l", "127.0.0.1", "-u", "nobody"), StopTimeout: 5 * time.Second})
-	addr := "127.0.0.1:" + strconv.Itoa(ports[cachev1alpha1.MemcachedPort])
+	t.Cleanup(func() { _ = srv.Stop() })
+	addr := srv.Addr
 
 	// session authenticates (unless password is empty) and sends cmd.
 	session := func(password, cmd string) (string, error) {
@@ -424,17 +529,27 @@ func TestAuthAgainstRealMemcached(t *testing.T) {
 		t.Error("served with a wrong password")
 	}
 
-	bins, err := repo.Bin("manager")
+	// The exporter cannot authenticate: it scrapes through the reloader,
+	// which does.
+	reloaderProc, listeners, err := startReloader(reloader.Args, mounts, addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	reloaderArgs, _ := localSecureArgs(t, reloader.Args, map[string]string{"/etc/memcached/auth": authDir})
-	for i, a := range reloaderArgs {
-		if strings.HasPrefix(a, "--memcached-address=") {
-			reloaderArgs[i] = "--memcached-address=" + addr
-		}
+	t.Cleanup(func() { _ = reloaderProc.Stop() })
+	exp := container(pod, "exporter")
+	target, err := exporterTarget(exp.Args, listeners)
+	if err != nil {
+		t.Fatal(err)
 	}
-	proc.Start(t, proc.Spec{Name: "reloader", Path: bins["manager"], Args: append(reloaderArgs, "--interval=200ms")})
+	e, err := memcached.TryStartExporter(exp.Args, target, run.FreePort(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Stop() })
+	if err := waitUp(e); err != nil {
+		t.Errorf("with auth: %v", err)
+	}
+
 	rotated := time.Now()
 	writeSecretVolume(t, authDir, map[string][]byte{"auth-file": []byte("app:new-password\n")})
 	var got string
@@ -450,6 +565,9 @@ func TestAuthAgainstRealMemcached(t *testing.T) {
 	t.Logf("rotation: the new password was accepted %v after the file changed, the key kept", time.Since(rotated).Round(10*time.Millisecond))
 	if got, _ := session("old-password", "get kept\r\n"); strings.HasPrefix(got, "VALUE") {
 		t.Error("the removed password is still accepted")
+	}
+	if err := waitUp(e); err != nil {
+		t.Errorf("after the password rotation: %v", err)
 	}
 	if exited, _ := srv.Exited(); exited {
 		t.Error("memcached restarted")

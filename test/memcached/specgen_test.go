@@ -102,7 +102,51 @@ func (g *specGenerator) spec(i int) *cachev1alpha1.Memcached {
 		}
 		s.Monitoring = &cachev1alpha1.MonitoringSpec{Exporter: e}
 	}
+	if g.chance(0.25) {
+		s.Security = g.security()
+	}
 	return m
+}
+
+// security draws spec.security over the harness's Secrets
+// (withSecuritySecrets), with the combinations the CRD refuses among them:
+// neither TLS nor auth, a plaintext port on a port the pod already uses.
+func (g *specGenerator) security() *cachev1alpha1.SecuritySpec {
+	sec := &cachev1alpha1.SecuritySpec{AllowFlushAll: g.chance(0.2)}
+	if g.chance(0.75) {
+		t := &cachev1alpha1.TLSSpec{SecretName: tlsSecret}
+		if g.chance(0.02) {
+			t.SecretName = "Cache_TLS"
+		}
+		if g.chance(0.7) {
+			t.ClientCertificates = pick(g, cachev1alpha1.ClientCertificatesNone, cachev1alpha1.ClientCertificatesRequest,
+				cachev1alpha1.ClientCertificatesRequire, cachev1alpha1.ClientCertificatesRequire)
+		}
+		if g.chance(0.03) {
+			t.ClientCertificates = "Optional"
+		}
+		if g.chance(0.4) {
+			t.MinVersion = pick(g, cachev1alpha1.TLSVersion12, cachev1alpha1.TLSVersion13)
+		}
+		if g.chance(0.03) {
+			t.MinVersion = "1.1"
+		}
+		if g.chance(0.25) {
+			t.PlaintextPort = ptr.To(pick(g, int32(11212), 11213, 21211, 1024+int32(g.r.IntN(64000))))
+		}
+		if g.chance(0.04) {
+			t.PlaintextPort = ptr.To(pick(g, int32(11211), 11210, 9150, 0, 70000))
+		}
+		sec.TLS = t
+	}
+	// Neither TLS nor auth is refused; drawn now and then.
+	if sec.TLS == nil && g.chance(0.9) || g.chance(0.35) {
+		sec.Auth = &cachev1alpha1.AuthSpec{SecretName: authSecret}
+		if g.chance(0.02) {
+			sec.Auth.SecretName = "cache auth"
+		}
+	}
+	return sec
 }
 
 func (g *specGenerator) memcachedConfig() *cachev1alpha1.MemcachedConfig {

@@ -17,6 +17,11 @@ const (
 	// exporter scrapes through it and the reloader sends refresh_certs on it,
 	// so neither needs a client certificate.
 	LoopbackPort = 11210
+	// ExporterAuthPort is where the reloader, in a pod with
+	// spec.security.auth and the exporter, listens on 127.0.0.1 for the
+	// exporter: it authenticates each connection to memcached with the
+	// password file's first entry, because memcached_exporter cannot.
+	ExporterAuthPort = 11209
 
 	// MemcachedUID is the uid and gid of the memcache user in the official
 	// image (Debian and Alpine variants alike). With userID: Fixed the pods
@@ -67,7 +72,6 @@ const (
 //
 // The memory floor below is MinimumMemoryMiB written in CEL; a unit test keeps the two equal.
 // +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.limits) || !('memory' in self.resources.limits) || (type(self.resources.limits['memory']) == int ? double(self.resources.limits['memory']) : quantity(self.resources.limits['memory']).asApproximateFloat()) >= double((has(self.memcached) && has(self.memcached.maxMemoryMB) ? self.memcached.maxMemoryMB : 64) + 16 + ((has(self.memcached) && has(self.memcached.maxMemoryMB) ? self.memcached.maxMemoryMB : 64) + 7) / 8 + ((has(self.memcached) && has(self.memcached.maxConnections) ? self.memcached.maxConnections : 1024) + 63) / 64) * 1048576.0",message="spec.resources.limits.memory must be at least maxMemoryMB + 16Mi + maxMemoryMB/8 (hash table) + maxConnections x 16Ki (connection buffers); with the defaults (64, 1024) that is 104Mi. Raise the limit, or lower spec.memcached.maxMemoryMB or maxConnections",fieldPath=".resources.limits"
-// +kubebuilder:validation:XValidation:rule="!(has(self.security) && has(self.security.auth) && has(self.monitoring) && has(self.monitoring.exporter) && has(self.monitoring.exporter.enabled) && self.monitoring.exporter.enabled)",message="spec.monitoring.exporter cannot run with spec.security.auth: memcached_exporter cannot authenticate, so it would report memcached_up 0 for ever. Turn one of them off (TLS alone keeps the exporter working: it scrapes over the pod's loopback listener)",fieldPath=".monitoring.exporter.enabled"
 type MemcachedSpec struct {
 	// Size is the number of memcached pods. It is the field behind the scale
 	// subresource, so `kubectl scale memcached/NAME --replicas=N` sets it.
@@ -428,7 +432,7 @@ type SecuritySpec struct {
 
 // TLSSpec configures memcached's TLS listener.
 //
-// +kubebuilder:validation:XValidation:rule="!has(self.plaintextPort) || !(self.plaintextPort in [11211, 11210, 9150])",message="spec.security.tls.plaintextPort must differ from 11211 (the TLS port), 11210 (the pod's loopback listener) and 9150 (the exporter); 11212 is a common choice",fieldPath=".plaintextPort"
+// +kubebuilder:validation:XValidation:rule="!has(self.plaintextPort) || !(self.plaintextPort in [11211, 11210, 11209, 9150])",message="spec.security.tls.plaintextPort must differ from 11211 (the TLS port), 11210 (the pod's loopback listener), 11209 (the exporter's authenticating proxy) and 9150 (the exporter); 11212 is a common choice",fieldPath=".plaintextPort"
 type TLSSpec struct {
 	// SecretName is a Secret in the Memcached's namespace with tls.crt (the
 	// server certificate, then any intermediates), tls.key (its private key)

@@ -61,10 +61,9 @@ func TestInvalidSpecsAreRejected(t *testing.T) {
 		{"Secret name with upper case", 1, func(m *cachev1alpha1.Memcached) {
 			m.Spec.Security = &cachev1alpha1.SecuritySpec{Auth: &cachev1alpha1.AuthSpec{SecretName: "Auth"}}
 		}, []string{"spec.security.auth.secretName must be the name of a Secret"}},
-		{"auth with the exporter", 1, func(m *cachev1alpha1.Memcached) {
-			m.Spec.Security = &cachev1alpha1.SecuritySpec{Auth: &cachev1alpha1.AuthSpec{SecretName: "auth"}}
-			m.Spec.Monitoring = &cachev1alpha1.MonitoringSpec{Exporter: &cachev1alpha1.ExporterSpec{Enabled: true}}
-		}, []string{"spec.monitoring.exporter cannot run with spec.security.auth", "memcached_exporter cannot authenticate"}},
+		{"plaintext port on the exporter's authenticating proxy", 1, func(m *cachev1alpha1.Memcached) {
+			m.Spec.Security = &cachev1alpha1.SecuritySpec{TLS: &cachev1alpha1.TLSSpec{SecretName: "tls", PlaintextPort: ptr.To[int32](11209)}}
+		}, []string{"spec.security.tls.plaintextPort must differ", "11209 (the exporter's authenticating proxy)"}},
 		{"negative size", -1, nil, []string{"spec.size", "greater than or equal to 0"}},
 		{"size above 64", 65, nil, []string{"spec.size", "less than or equal to 64"}},
 		{"name longer than a label value", 1, named(strings.Repeat("a", 64)), []string{"metadata.name", "at most 63"}},

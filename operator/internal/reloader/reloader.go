@@ -13,6 +13,12 @@
 //
 // A rotation therefore takes the kubelet's Secret sync (about a minute)
 // plus one poll interval, and keeps every key.
+//
+// With auth, memcached answers nothing before "set auth", and
+// memcached_exporter cannot send it. The reloader then also listens on the
+// pod's loopback for the exporter (ServeExporter) and authenticates each
+// of its connections with the password file's first entry, read at connect
+// time, so a rotated password is used from the next scrape.
 package reloader
 
 import (
@@ -44,9 +50,13 @@ type Config struct {
 	AuthFile string
 	// Address is memcached's plaintext listener inside the pod.
 	Address string
+	// ExporterListenAddress, when set, is where the exporter connects
+	// instead of memcached: each connection is authenticated with AuthFile,
+	// then relayed to Address.
+	ExporterListenAddress string
 	// Interval between two looks at the files.
 	Interval time.Duration
-	// Signal sends SIGHUP to memcached; nil uses FindAndSignal.
+	// Signal sends SIGHUP to memcached; nil uses SignalMemcached.
 	Signal func() error
 	Log    *slog.Logger
 }
@@ -59,7 +69,18 @@ func Run(ctx context.Context, cfg Config) error {
 		return errors.New("nothing to watch: give --tls-dir, --auth-file or both")
 	}
 	if cfg.Signal == nil {
-		cfg.Signal = func() error { return FindAndSignal("memcached", syscall.SIGHUP) }
+		cfg.Signal = func() error { return SignalMemcached(cfg.AuthFile, syscall.SIGHUP) }
+	}
+	if cfg.ExporterListenAddress != "" {
+		if cfg.AuthFile == "" {
+			return errors.New("--exporter-listen-address authenticates with the password file: give --auth-file too")
+		}
+		ln, err := new(net.ListenConfig).Listen(ctx, "tcp", cfg.ExporterListenAddress)
+		if err != nil {
+			return fmt.Errorf("listen for the exporter: %w", err)
+		}
+		cfg.Log.Info("relaying the exporter's connections, authenticated", "listen", ln.Addr().String(), "memcached", cfg.Address)
+		go ServeExporter(ctx, ln, cfg.Address, cfg.AuthFile, cfg.Log)
 	}
 	var loadedTLS, loadedAuth string
 	ticker := time.NewTicker(cfg.Interval)
@@ -143,6 +164,47 @@ func RefreshCerts(ctx context.Context, address, authFile string) error {
 	return nil
 }
 
+// ServeExporter accepts the exporter's connections on ln until ctx ends,
+// and relays each one to memcached at address after authenticating it with
+// authFile's first entry. A connection memcached refuses is closed, so the
+// exporter reports memcached_up 0 rather than being served by a proxy that
+// hides the refusal.
+func ServeExporter(ctx context.Context, ln net.Listener, address, authFile string, log *slog.Logger) {
+	go func() {
+		<-ctx.Done()
+		_ = ln.Close()
+	}()
+	for {
+		client, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() == nil {
+				log.Error("accept the exporter's connection", "err", err)
+			}
+			return
+		}
+		go func() {
+			defer func() { _ = client.Close() }()
+			upstream, r, err := dial(ctx, address, authFile)
+			if err != nil {
+				log.Error("authenticate the exporter's connection", "err", err)
+				return
+			}
+			defer func() { _ = upstream.Close() }()
+			_ = upstream.SetDeadline(time.Time{})
+			done := make(chan struct{})
+			go func() {
+				// memcached's answers, including any bytes r already read.
+				_, _ = io.Copy(client, r)
+				_ = client.Close()
+				close(done)
+			}()
+			_, _ = io.Copy(upstream, client)
+			_ = upstream.Close()
+			<-done
+		}()
+	}
+}
+
 // reloadAuth signals memcached, then checks that the file's first entry
 // is accepted: memcached rereads the file asynchronously.
 func reloadAuth(ctx context.Context, cfg Config) error {
@@ -219,9 +281,12 @@ func Authenticate(conn net.Conn, r *bufio.Reader, user, password string) error {
 	return nil
 }
 
-// FindAndSignal sends sig to every process named name that this process
-// can see: with the pod's shared process namespace, memcached.
-func FindAndSignal(name string, sig syscall.Signal) error {
+// SignalMemcached sends sig to the memcached that reads authFile (started
+// with -Y authFile), which the pod's shared process namespace makes
+// visible. Matching the file, not only the process name, keeps the signal
+// off any other memcached this process can see: a memcached still
+// starting has no SIGHUP handler yet and would die of one.
+func SignalMemcached(authFile string, sig syscall.Signal) error {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return err
@@ -233,18 +298,37 @@ func FindAndSignal(name string, sig syscall.Signal) error {
 			continue
 		}
 		comm, err := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
-		if err != nil || string(bytes.TrimSpace(comm)) != name {
+		if err != nil || string(bytes.TrimSpace(comm)) != "memcached" {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || !readsAuthFile(cmdline, authFile) {
 			continue
 		}
 		if err := syscall.Kill(pid, sig); err != nil {
-			return fmt.Errorf("signal %s (pid %d): %w", name, pid, err)
+			return fmt.Errorf("signal memcached (pid %d): %w", pid, err)
 		}
 		found = true
 	}
 	if !found {
-		return fmt.Errorf("no %s process is visible: the pod must share its process namespace (spec.shareProcessNamespace)", name)
+		return fmt.Errorf("no memcached reading %s is visible: the pod must share its process namespace (spec.shareProcessNamespace)", authFile)
 	}
 	return nil
+}
+
+// readsAuthFile reports whether a NUL-separated command line gives
+// memcached authFile as its password file, in any spelling getopt_long
+// reads: -Y FILE, -YFILE, --auth-file FILE, --auth-file=FILE.
+func readsAuthFile(cmdline []byte, authFile string) bool {
+	args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
+	for i, a := range args {
+		switch {
+		case (a == "-Y" || a == "--auth-file") && i+1 < len(args) && args[i+1] == authFile,
+			a == "-Y"+authFile, a == "--auth-file="+authFile:
+			return true
+		}
+	}
+	return false
 }
 
 // serial is the certificate's serial number in hexadecimal, for the log.

@@ -296,8 +296,13 @@ func exporterContainerSpec(m *cachev1alpha1.Memcached, opts Options) *corev1ac.C
 	}
 	// With TLS on, the exporter scrapes the pod's loopback listener: it
 	// needs no client certificate, and its traffic never leaves the pod.
+	// With auth on, it scrapes through the reloader, which authenticates
+	// for it (memcached_exporter cannot).
 	address := "localhost:" + strconv.Itoa(cachev1alpha1.MemcachedPort)
-	if tlsSpec(m) != nil {
+	switch {
+	case authSpec(m) != nil:
+		address = "127.0.0.1:" + strconv.Itoa(cachev1alpha1.ExporterAuthPort)
+	case tlsSpec(m) != nil:
 		address = "127.0.0.1:" + strconv.Itoa(cachev1alpha1.LoopbackPort)
 	}
 	return corev1ac.Container().

@@ -144,7 +144,9 @@ func securityVolumes(m *cachev1alpha1.Memcached) ([]*corev1ac.VolumeApplyConfigu
 	return volumes, mounts
 }
 
-// ReloaderArgs are the reloader's arguments; the manager image's
+// ReloaderArgs are the reloader's arguments. With auth and the exporter,
+// the reloader also listens on the pod's loopback for the exporter and
+// authenticates its connections. The manager image's
 // entrypoint is the manager, which runs the reloader for its first
 // argument "reload".
 func ReloaderArgs(m *cachev1alpha1.Memcached) []string {
@@ -156,6 +158,9 @@ func ReloaderArgs(m *cachev1alpha1.Memcached) []string {
 	}
 	if authSpec(m) != nil {
 		args = append(args, "--auth-file="+AuthMountPath+"/"+cachev1alpha1.AuthFileKey)
+		if exporterSpec(m) != nil {
+			args = append(args, "--exporter-listen-address=127.0.0.1:"+strconv.Itoa(cachev1alpha1.ExporterAuthPort))
+		}
 	}
 	return append(args, "--memcached-address="+address)
 }

@@ -67,6 +67,24 @@ func TestSecurity(t *testing.T) {
 			reloader:     "reload --tls-dir=/etc/memcached/tls --memcached-address=127.0.0.1:11210",
 			exporterAddr: "--memcached.address=127.0.0.1:11210", servicePorts: []string{"memcached", "metrics"},
 		},
+		{
+			name: "TLS, auth and the exporter: it scrapes through the reloader, which authenticates",
+			m: seed(tlsSpec(cachev1alpha1.ClientCertificatesRequire, "", nil), withAuth, func(m *cachev1alpha1.Memcached) {
+				m.Spec.Monitoring = &cachev1alpha1.MonitoringSpec{Exporter: &cachev1alpha1.ExporterSpec{Enabled: true}}
+			}),
+			args:         "-Z -o ssl_chain_cert=/etc/memcached/tls/tls.crt,ssl_key=/etc/memcached/tls/tls.key,ssl_ca_cert=/etc/memcached/tls/ca.crt,ssl_verify_mode=2,ssl_min_version=2 -l *:11211,notls:127.0.0.1:11210 -Y /etc/memcached/auth/auth-file -B ascii -X -W -F",
+			reloader:     "reload --tls-dir=/etc/memcached/tls --auth-file=/etc/memcached/auth/auth-file --exporter-listen-address=127.0.0.1:11209 --memcached-address=127.0.0.1:11210",
+			exporterAddr: "--memcached.address=127.0.0.1:11209", servicePorts: []string{"memcached", "metrics"}, sharesProcess: true,
+		},
+		{
+			name: "auth and the exporter, no TLS",
+			m: seed(withAuth, func(m *cachev1alpha1.Memcached) {
+				m.Spec.Monitoring = &cachev1alpha1.MonitoringSpec{Exporter: &cachev1alpha1.ExporterSpec{Enabled: true}}
+			}),
+			args:         "-Y /etc/memcached/auth/auth-file -B ascii -X -W -F",
+			reloader:     "reload --auth-file=/etc/memcached/auth/auth-file --exporter-listen-address=127.0.0.1:11209 --memcached-address=127.0.0.1:11211",
+			exporterAddr: "--memcached.address=127.0.0.1:11209", servicePorts: []string{"memcached", "metrics"}, sharesProcess: true,
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := strings.Join(securityArgs(tc.m), " "); got != tc.args {

@@ -6,7 +6,9 @@ package memcached
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -46,6 +48,14 @@ type Server struct {
 	// Clamped is set when -c was lowered to this machine's open-file limit
 	// (see LocalArgs).
 	Clamped bool
+	// Ports maps the container's ports to the local ones.
+	Ports map[int]int
+	// PlainAddr is a plaintext listener: Addr, or with TLS on, the pod's
+	// loopback listener.
+	PlainAddr string
+
+	access    *Access
+	tls, auth bool
 }
 
 // Identity is who memcached runs as: in the pod, the pod's runAsUser; here,
@@ -53,40 +63,94 @@ type Server struct {
 // non-root test runner runs it as itself.
 type Identity struct{ UID, GID uint32 }
 
+// Access is what a test needs to run, and then reach, a memcached started
+// with spec.security: the files of its Secret volumes, the client side of
+// its TLS listener and the password its -Y file holds.
+type Access struct {
+	// Mounts maps a mount path in the pod to a local directory holding the
+	// same files.
+	Mounts map[string]string
+	// TLS is the client configuration for the TLS listener (-Z): the CA,
+	// the server name and, when memcached asks for one, a certificate.
+	TLS *tls.Config
+	// User and Password authenticate when memcached runs with -Y.
+	User, Password string
+}
+
 // LocalArgs turns a memcached container's arguments into a local command
-// line: the -p value becomes port, -l 127.0.0.1 keeps it off other
-// interfaces, and -c is capped at this machine's hard open-file limit,
-// because memcached sets its limit to -c and an unprivileged process cannot
-// raise it (container runtimes give pods 524288 or more). Everything else is
-// passed through unchanged.
-func LocalArgs(containerArgs []string, port int) (args []string, clamped bool, err error) {
+// line:
+//   - the -p port becomes port; the listeners of an -l the operator wrote
+//     (TLS on *, plaintext on the pod's loopback and on a migration port)
+//     move to 127.0.0.1, the -p one to port and every other one to a free
+//     port (ports maps container ports to local ones); without -l,
+//     "-l 127.0.0.1" keeps memcached off other interfaces;
+//   - mount paths in the pod become the local directories of mounts;
+//   - -c is capped at this machine's hard open-file limit, because
+//     memcached sets its limit to -c and an unprivileged process cannot
+//     raise it (container runtimes give pods 524288 or more).
+//
+// Everything else is passed through unchanged.
+func LocalArgs(containerArgs []string, port int, mounts map[string]string) (args []string, ports map[int]int, clamped bool, err error) {
 	args = slices.Clone(containerArgs)
 	i := slices.Index(args, "-p")
 	if i < 0 || i+1 >= len(args) {
-		return nil, false, fmt.Errorf("no -p PORT in %q", containerArgs)
+		return nil, nil, false, fmt.Errorf("no -p PORT in %q", containerArgs)
+	}
+	ports = map[int]int{}
+	if p, err := strconv.Atoi(args[i+1]); err == nil {
+		ports[p] = port
 	}
 	args[i+1] = strconv.Itoa(port)
+	for j := range args {
+		for from, to := range mounts {
+			args[j] = strings.ReplaceAll(args[j], from, to)
+		}
+	}
 	if c := slices.Index(args, "-c"); c >= 0 && c+1 < len(args) {
 		var lim syscall.Rlimit
 		if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-			return nil, false, err
+			return nil, nil, false, err
 		}
 		n, err := strconv.ParseUint(args[c+1], 10, 64)
 		if err != nil {
-			return nil, false, fmt.Errorf("-c %q: %w", args[c+1], err)
+			return nil, nil, false, fmt.Errorf("-c %q: %w", args[c+1], err)
 		}
 		if n > lim.Max {
 			args[c+1] = strconv.FormatUint(lim.Max, 10)
 			clamped = true
 		}
 	}
-	return append(args, "-l", "127.0.0.1"), clamped, nil
+	l := slices.Index(args, "-l")
+	if l < 0 || l+1 >= len(args) {
+		return append(args, "-l", "127.0.0.1"), ports, clamped, nil
+	}
+	var listeners []string
+	for listener := range strings.SplitSeq(args[l+1], ",") {
+		prefix := ""
+		if rest, ok := strings.CutPrefix(listener, "notls:"); ok {
+			prefix, listener = "notls:", rest
+		}
+		i := strings.LastIndex(listener, ":")
+		if i < 0 {
+			return nil, nil, false, fmt.Errorf("-l %q: listener %q has no port", args[l+1], listener)
+		}
+		p, err := strconv.Atoi(listener[i+1:])
+		if err != nil {
+			return nil, nil, false, fmt.Errorf("-l %q: %w", args[l+1], err)
+		}
+		if _, ok := ports[p]; !ok {
+			ports[p] = run.FreePortOrZero()
+		}
+		listeners = append(listeners, prefix+"127.0.0.1:"+strconv.Itoa(ports[p]))
+	}
+	args[l+1] = strings.Join(listeners, ",")
+	return args, ports, clamped, nil
 }
 
 // Start runs memcached with a container's arguments until the test ends.
 func Start(t testing.TB, containerArgs []string, id Identity) *Server {
 	t.Helper()
-	s, err := TryStart(containerArgs, id, run.FreePort(t))
+	s, err := TryStart(containerArgs, id, run.FreePort(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,12 +163,13 @@ func Start(t testing.TB, containerArgs []string, id Identity) *Server {
 }
 
 // TryStart runs memcached on port and waits until it answers; the caller
-// stops it. The error carries memcached's own message. A port taken
-// between choosing it and binding it (another fixture got it first) is
-// retried on another free port.
-func TryStart(containerArgs []string, id Identity, port int) (*Server, error) {
+// stops it. access is nil unless the arguments come from spec.security.
+// The error carries memcached's own message. A port taken between
+// choosing it and binding it (another fixture got it first) is retried on
+// another free port.
+func TryStart(containerArgs []string, id Identity, port int, access *Access) (*Server, error) {
 	for attempt := 0; ; attempt++ {
-		s, err := tryStart(containerArgs, id, port)
+		s, err := tryStart(containerArgs, id, port, access)
 		if err == nil || attempt == 2 || !strings.Contains(err.Error(), "Address already in use") {
 			return s, err
 		}
@@ -112,16 +177,33 @@ func TryStart(containerArgs []string, id Identity, port int) (*Server, error) {
 	}
 }
 
-func tryStart(containerArgs []string, id Identity, port int) (*Server, error) {
+func tryStart(containerArgs []string, id Identity, port int, access *Access) (*Server, error) {
 	bin, err := Binary()
 	if err != nil {
 		return nil, err
 	}
-	args, clamped, err := LocalArgs(containerArgs, port)
+	if access == nil {
+		access = &Access{}
+	}
+	args, ports, clamped, err := LocalArgs(containerArgs, port, access.Mounts)
 	if err != nil {
 		return nil, err
 	}
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	s := &Server{
+		Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Args: args, Clamped: clamped, Ports: ports,
+		access: access, tls: slices.Contains(args, "-Z"), auth: slices.Contains(args, "-Y"),
+	}
+	s.PlainAddr = s.Addr
+	if s.tls {
+		// The operator's plaintext listener on the pod's loopback.
+		s.PlainAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[loopbackPort]))
+		if access.TLS == nil {
+			return nil, errors.New("memcached runs with -Z: give an Access with a TLS client configuration")
+		}
+	}
+	if s.auth && access.User == "" {
+		return nil, errors.New("memcached runs with -Y: give an Access with a user and password")
+	}
 	var cred *syscall.Credential
 	if syscall.Geteuid() == 0 {
 		cred = &syscall.Credential{Uid: id.UID, Gid: id.GID}
@@ -131,19 +213,112 @@ func tryStart(containerArgs []string, id Identity, port int) (*Server, error) {
 		// A cache keeps nothing worth an orderly exit, which takes memcached
 		// up to a second.
 		StopSignal:   syscall.SIGKILL,
-		Ready:        func(ctx context.Context) error { return version(ctx, addr) },
+		Ready:        s.version,
 		ReadyTimeout: 20 * time.Second,
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &Server{Process: p, Addr: addr, Args: args, Clamped: clamped}, nil
+	s.Process = p
+	// Another memcached that took a chosen port first (ports are chosen
+	// free, then bound) answers the readiness check while this one exits:
+	// the answer must come from this process.
+	if pid, err := s.stat("pid"); err != nil || pid != strconv.Itoa(p.PID()) {
+		_ = p.Stop()
+		return nil, fmt.Errorf("%s is answered by pid %s (%v), not memcached's pid %d: Address already in use", s.PlainAddr, pid, err, p.PID())
+	}
+	return s, nil
+}
+
+// stat returns one value of `stats`.
+func (s *Server) stat(name string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, err := s.DialPlain(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = conn.Close() }()
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(conn, "stats\r\n"); err != nil {
+		return "", err
+	}
+	sc := bufio.NewScanner(conn)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		switch {
+		case len(f) == 1 && f[0] == "END":
+			return "", fmt.Errorf("stats: no %s", name)
+		case len(f) == 3 && f[0] == "STAT" && f[1] == name:
+			return f[2], nil
+		}
+	}
+	return "", fmt.Errorf("stats: no END: %w", sc.Err())
+}
+
+// loopbackPort is where the operator's pods listen in plaintext on their
+// loopback when TLS is on (cachev1alpha1.LoopbackPort; this package does
+// not import the API).
+const loopbackPort = 11210
+
+// Dial connects to memcached's main port as a client of the pod would:
+// over TLS when memcached runs with -Z, authenticated when with -Y.
+func (s *Server) Dial(ctx context.Context) (net.Conn, error) {
+	if s.tls {
+		d := &tls.Dialer{Config: s.access.TLS}
+		conn, err := d.DialContext(ctx, "tcp", s.Addr)
+		if err != nil {
+			return nil, err
+		}
+		return s.authenticate(conn)
+	}
+	return s.DialPlain(ctx)
+}
+
+// DialPlain connects to a plaintext listener: the main port, or with TLS
+// on, the pod's loopback listener, the one its exporter and reloader use.
+func (s *Server) DialPlain(ctx context.Context) (net.Conn, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", s.PlainAddr)
+	if err != nil {
+		return nil, err
+	}
+	return s.authenticate(conn)
+}
+
+// authenticate sends the ASCII protocol's "set auth" when memcached runs
+// with -Y; memcached answers nothing else before it.
+func (s *Server) authenticate(conn net.Conn) (net.Conn, error) {
+	if !s.auth {
+		return conn, nil
+	}
+	token := s.access.User + " " + s.access.Password
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	defer func() { _ = conn.SetDeadline(time.Time{}) }()
+	if _, err := fmt.Fprintf(conn, "set auth 0 0 %d\r\n%s\r\n", len(token), token); err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	// Read byte by byte: nothing after the answer may be consumed here.
+	var line []byte
+	b := make([]byte, 1)
+	for !bytes.HasSuffix(line, []byte("\n")) {
+		if _, err := conn.Read(b); err != nil {
+			_ = conn.Close()
+			return nil, fmt.Errorf("authenticate: %w", err)
+		}
+		line = append(line, b[0])
+	}
+	if got := strings.TrimSpace(string(line)); got != "STORED" {
+		_ = conn.Close()
+		return nil, fmt.Errorf("authenticate as %s: memcached answers %q", s.access.User, got)
+	}
+	return conn, nil
 }
 
 // version asks memcached for its version, the cheapest full round trip.
-func version(ctx context.Context, addr string) error {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
+func (s *Server) version(ctx context.Context) error {
+	conn, err := s.DialPlain(ctx)
 	if err != nil {
 		return err
 	}
@@ -164,7 +339,9 @@ func version(ctx context.Context, addr string) error {
 
 // Settings returns `stats settings`: what memcached actually runs with.
 func (s *Server) Settings() (map[string]string, error) {
-	conn, err := net.DialTimeout("tcp", s.Addr, 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, err := s.DialPlain(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -189,10 +366,11 @@ func (s *Server) Settings() (map[string]string, error) {
 }
 
 // SetGet stores a value of size bytes under a key and reads it back with a
-// memcached client library.
+// memcached client library, connected as Dial connects.
 func (s *Server) SetGet(size int) error {
 	c := memcache.New(s.Addr)
 	c.Timeout = 5 * time.Second
+	c.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) { return s.Dial(ctx) }
 	value := []byte(strings.Repeat("m", size))
 	key := fmt.Sprintf("probe-%d", size)
 	if err := c.Set(&memcache.Item{Key: key, Value: value}); err != nil {
