@@ -5,9 +5,10 @@
 # kustomize, controller-gen, golangci-lint, memcached_exporter, kpt's fn
 # render, Flux's source-controller and kustomize-controller with their CRDs
 # (bin/flux-crds), the CNCF distribution registry, helm, operator-registry's
-# opm, Prometheus' server and promtool, and Argo CD (one multi-call binary,
-# with its install manifests and the helper scripts its repo-server runs,
-# in bin/argocd-dist). Nothing is downloaded from release pages, so it works where
+# opm, Prometheus' server and promtool, the monitoring.coreos.com and
+# cert-manager.io CRDs (generated from their API modules), and Argo CD (one
+# multi-call binary, with its install manifests and the helper scripts its
+# repo-server runs, in bin/argocd-dist). Nothing is downloaded from release pages, so it works where
 # setup-envtest and kind cannot.
 #
 # Versions come from tools/go.mod and the modules beside it (tools/*/go.mod),
@@ -33,7 +34,7 @@ export GOWORK=off GOFLAGS="${GOFLAGS:+$GOFLAGS }-mod=mod" CGO_ENABLED=0
 
 run_tools=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy coredns etcd kwok kwokctl kustomize memcached_exporter)
 case $set_name in
-  all) tools=("${run_tools[@]}" controller-gen golangci-lint kpt source-controller kustomize-controller flux-crds registry helm opm promtool prometheus monitoring-crds argocd argocd-dist) ;;
+  all) tools=("${run_tools[@]}" controller-gen golangci-lint kpt source-controller kustomize-controller flux-crds registry helm opm promtool prometheus monitoring-crds certmanager-crds argocd argocd-dist) ;;
   run) tools=("${run_tools[@]}") ;;
   *) echo "tools: unknown set '$set_name'; use all or run" >&2; exit 2 ;;
 esac
@@ -188,6 +189,14 @@ mon_api=$(modver tools/monitoring github.com/prometheus-operator/prometheus-oper
 rm -rf "$bin/monitoring-crds"
 (cd "$root/tools/monitoring" && "$bin/controller-gen" crd paths=github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1 output:crd:dir="$bin/monitoring-crds")
 echo "tools: monitoring.coreos.com CRDs of prometheus-operator ${mon_api} in ${bin#"$root"/}/monitoring-crds"
+
+# The cert-manager.io CRDs, generated the same way from cert-manager's API
+# (tools/certmanager), for test/deploy's dry run of
+# deploy/components/cert-manager.
+cm_api=$(modver tools/certmanager github.com/cert-manager/cert-manager)
+rm -rf "$bin/certmanager-crds"
+(cd "$root/tools/certmanager" && "$bin/controller-gen" crd paths=github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1 output:crd:dir="$bin/certmanager-crds")
+echo "tools: cert-manager.io CRDs of cert-manager ${cm_api} in ${bin#"$root"/}/certmanager-crds"
 
 echo "$key" > "$stamp"
 echo "tools: done in $(elapsed "$start"): $(IFS=,; echo "${tools[*]}")"
