@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -57,7 +58,8 @@ const (
 var files embed.FS
 
 // Generate builds the chart from the repository at root: deploy/base (the
-// install) and deploy/prometheus (the optional ServiceMonitor, PodMonitor and alerts).
+// install), deploy/prometheus (the optional ServiceMonitor, PodMonitor and
+// alerts) and the CA of deploy/components/cert-manager (optional).
 func Generate(root string) (*chartv2.Chart, error) {
 	base, err := kustomize.Build(filepath.Join(root, "deploy", "base"))
 	if err != nil {
@@ -74,6 +76,12 @@ func Generate(root string) (*chartv2.Chart, error) {
 		return nil, err
 	}
 	monitoring = append(monitoring, alerts...)
+	// The caches' CA from the cert-manager component, for the
+	// certManager.caIssuer knob: read as it is, like the alerts.
+	issuers, err := kustomize.Read(filepath.Join(root, "deploy", "components", "cert-manager", "issuers.yaml"))
+	if err != nil {
+		return nil, err
+	}
 	deployment, err := kustomize.Find(base, "Deployment", managerDeployment)
 	if err != nil {
 		return nil, err
@@ -92,7 +100,7 @@ func Generate(root string) (*chartv2.Chart, error) {
 	}
 
 	c := &chartv2.Chart{Metadata: metadata(tag), Values: values.defaults().(map[string]any)}
-	for _, o := range append(base, monitoring...) {
+	for _, o := range slices.Concat(base, monitoring, issuers) {
 		if o.GetKind() == "Namespace" {
 			continue
 		}

@@ -148,7 +148,7 @@ func hookTemplate(n *yaml.RNode) (string, error) {
 			t.add(pod, withYAML(f.field, f.values))
 		}
 	}
-	if err := commonFields(t, n); err != nil {
+	if err := commonFields(t, n, "{{ .Release.Namespace }}"); err != nil {
 		return "", err
 	}
 	return t.render(n)

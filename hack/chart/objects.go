@@ -12,6 +12,7 @@ import (
 func template(o *yaml.RNode) (string, string, error) {
 	t := newTemplater()
 	dir, condition := "", ""
+	namespace := "{{ .Release.Namespace }}"
 	var err error
 	switch o.GetKind() {
 	case "CustomResourceDefinition":
@@ -36,6 +37,10 @@ func template(o *yaml.RNode) (string, string, error) {
 		dir, condition = "prometheus", "and .Values.metrics.enabled .Values.metrics.serviceMonitor.enabled"
 	case "PodMonitor":
 		dir, condition = "prometheus", ".Values.monitoring.podMonitor.enabled"
+	case "Issuer", "Certificate":
+		// The caches' CA goes to the caches' namespace, not the operator's.
+		dir, condition = "cert-manager", ".Values.certManager.caIssuer.enabled"
+		namespace = "{{ .Values.certManager.caIssuer.namespace | default .Release.Namespace }}"
 	case "PrometheusRule":
 		// Its annotations are Prometheus templates ({{ $labels.x }}),
 		// which Helm must print, not run.
@@ -47,7 +52,7 @@ func template(o *yaml.RNode) (string, string, error) {
 	if err != nil {
 		return "", "", err
 	}
-	if err := commonFields(t, o); err != nil {
+	if err := commonFields(t, o, namespace); err != nil {
 		return "", "", err
 	}
 	text, err := t.render(o)
@@ -61,11 +66,11 @@ func template(o *yaml.RNode) (string, string, error) {
 	return "templates/" + dir + "/" + file, text, nil
 }
 
-// commonFields templates what every object has: its namespace is the release's,
-// and it carries Helm's labels.
-func commonFields(t *templater, o *yaml.RNode) error {
+// commonFields templates what every object has: its namespace (the
+// release's, unless the object belongs elsewhere), and Helm's labels.
+func commonFields(t *templater, o *yaml.RNode, namespace string) error {
 	if o.GetNamespace() != "" {
-		if err := t.set(o, "{{ .Release.Namespace }}", "metadata", "namespace"); err != nil {
+		if err := t.set(o, namespace, "metadata", "namespace"); err != nil {
 			return err
 		}
 	}

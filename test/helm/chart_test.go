@@ -27,9 +27,12 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/example/memcached-operator/hack/chart"
+	"github.com/example/memcached-operator/test/internal/certmanager"
+	"github.com/example/memcached-operator/test/internal/cluster"
 	"github.com/example/memcached-operator/test/internal/helmtemplate"
 	"github.com/example/memcached-operator/test/internal/names"
 	"github.com/example/memcached-operator/test/internal/repo"
+	"github.com/example/memcached-operator/test/internal/run"
 )
 
 // The release the comparisons render: the names `make deploy` uses.
@@ -251,6 +254,7 @@ func TestValuesAreValidated(t *testing.T) {
 		{"a misspelt knob", "manager: {replica: 2}", []string{"values don't meet the specifications of the schema", "replica"}},
 		{"a digest that is not one", "image: {digest: latest}", []string{"/image/digest"}},
 		{"replicas without a leader", "manager: {replicas: 2, leaderElection: false}", []string{"manager.replicas > 1 needs manager.leaderElection: true"}},
+		{"a CA namespace that is not a name", "certManager: {caIssuer: {enabled: true, namespace: Cache}}", []string{"/certManager/caIssuer/namespace"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var values map[string]any
@@ -291,4 +295,37 @@ func edit(t *testing.T, path, old, replacement string) {
 	if err := os.WriteFile(path, bytes.Replace(b, []byte(old), []byte(replacement), 1), 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// certManager.caIssuer renders the CA of deploy/components/cert-manager,
+// object for object, into the namespace it names, and the apiserver
+// accepts it against cert-manager's own CRDs.
+func TestCertManagerCAIssuerKnob(t *testing.T) {
+	r, err := template(load(t, chartDir(t)), map[string]any{"certManager": map[string]any{"caIssuer": map[string]any{"enabled": true, "namespace": names.CacheNamespace}}})
+	if err != nil {
+		t.Fatalf("helm template: %v", err)
+	}
+	all := parse(t, r.Manifest)
+	got := map[string]object{}
+	var manifests []string
+	for k, o := range all {
+		if group, _, _ := strings.Cut(fmt.Sprint(o["apiVersion"]), "/"); group == "cert-manager.io" {
+			got[k] = o
+			doc, _ := sigsyaml.Marshal(o)
+			manifests = append(manifests, string(doc))
+		}
+	}
+	want := parse(t, run.ReadFile(t, filepath.Join(repo.MustRoot(t), "deploy", "components", "cert-manager", "issuers.yaml")))
+	if diffs := differences(got, want); len(diffs) > 0 {
+		t.Errorf("the chart's CA and the component's differ (regenerate with `make helm-chart`):\n%s", strings.Join(diffs, "\n"))
+	}
+
+	bins, err := repo.Bin("kubectl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := cluster.StartEnvtest(t)
+	certmanager.InstallCRDs(t, env.Kubeconfig)
+	cluster.Run(t, env.Kubeconfig, nil, bins["kubectl"], "create", "namespace", names.CacheNamespace)
+	cluster.Run(t, env.Kubeconfig, []byte(strings.Join(manifests, "---\n")), bins["kubectl"], "apply", "--server-side", "--dry-run=server", "-f", "-")
 }
