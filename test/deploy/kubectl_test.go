@@ -23,8 +23,10 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/example/memcached-operator/test/internal/certmanager"
 	"github.com/example/memcached-operator/test/internal/cluster"
 	"github.com/example/memcached-operator/test/internal/names"
+	"github.com/example/memcached-operator/test/internal/platform"
 	"github.com/example/memcached-operator/test/internal/repo"
 	"github.com/example/memcached-operator/test/internal/run"
 )
@@ -45,6 +47,10 @@ func TestKubectlDeployAndLeastPrivilege(t *testing.T) {
 			c := cluster.StartEnvtest(t)
 			manifests := buildCLI(t, "overlays/"+env)
 
+			if env == "prod" {
+				// cert-manager's CRDs and the password Secret.
+				platform.Prepare(t, c.Kubeconfig)
+			}
 			cluster.Run(t, c.Kubeconfig, nil, bins["kubectl"], "apply", "--server-side", "-k", "deploy/install")
 			out := cluster.Run(t, c.Kubeconfig, manifests, bins["kubectl"], "apply", "--server-side", "-f", "-")
 			if strings.Contains(out, "Warning") {
@@ -62,6 +68,11 @@ func TestKubectlDeployAndLeastPrivilege(t *testing.T) {
 			manager := &appsv1.Deployment{}
 			get(t, c, names.OperatorNamespace, names.ManagerServiceAccount, manager)
 			expectPodSecurityAdmits(t, c, names.OperatorNamespace, manager.Spec.Template)
+			if env == "prod" {
+				// After the idempotency checks: it writes the Secrets and
+				// the Certificates' status.
+				certmanager.Start(t, c.Kubeconfig)
+			}
 
 			lifecycleAsServiceAccount(t, c, bins["kubectl"])
 		})
@@ -117,7 +128,11 @@ func lifecycleAsServiceAccount(t *testing.T, c *cluster.Envtest, kubectl string)
 	ctx := context.Background()
 	asOperator := cluster.ImpersonatingKubeconfig(t, c.Kubeconfig, names.OperatorNamespace, names.ManagerServiceAccount)
 	metrics := run.FreePort(t)
-	mgr := cluster.StartManager(t, asOperator,
+	// envtest has no pods to read the operator's image from: give it
+	// the Deployment's, which its pods would have.
+	manager := &appsv1.Deployment{}
+	get(t, c, names.OperatorNamespace, names.ManagerServiceAccount, manager)
+	mgr := cluster.StartManager(t, asOperator, "--reloader-image="+manager.Spec.Template.Spec.Containers[0].Image,
 		"--leader-elect", "--leader-election-namespace="+names.OperatorNamespace,
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metrics))
 	// envtest runs no ServiceAccount controller; a real cluster creates

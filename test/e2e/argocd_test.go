@@ -13,7 +13,6 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -23,9 +22,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/example/memcached-operator/test/internal/argocd"
+	"github.com/example/memcached-operator/test/internal/certmanager"
 	"github.com/example/memcached-operator/test/internal/cluster"
 	"github.com/example/memcached-operator/test/internal/gitserver"
 	"github.com/example/memcached-operator/test/internal/names"
+	"github.com/example/memcached-operator/test/internal/platform"
 	"github.com/example/memcached-operator/test/internal/repo"
 	"github.com/example/memcached-operator/test/internal/run"
 )
@@ -46,6 +47,8 @@ func TestArgoCDReconcilesTheRepository(t *testing.T) {
 		t.Fatal(err)
 	}
 	clusters := createClusters(t, "argocd-", map[string]int{"hub": 0, "dev": 3, "staging": 3, "prod": 3}) // prod's cache of 3 spreads one pod per node
+	platform.Prepare(t, clusters["prod"].Kubeconfig)
+	certmanager.Start(t, clusters["prod"].Kubeconfig)
 	hub := clusters["hub"]
 	hub.DumpOnFailure(t)
 	hubClient := hub.Client(t)
@@ -90,19 +93,21 @@ func TestArgoCDReconcilesTheRepository(t *testing.T) {
 	}
 
 	// The operator runs as a process per cluster, as the ServiceAccount
-	// the sync creates (the Deployments' pods are kwok's).
+	// the sync creates, once the Deployment has a pod (kwok's).
 	managers := map[string]bool{}
 	startManagers := func() {
 		for _, env := range envNames {
 			if managers[env] {
 				continue
 			}
-			c := clusters[env].Client(t)
-			if err := c.Get(context.Background(), types.NamespacedName{Namespace: names.OperatorNamespace, Name: names.ManagerServiceAccount}, &corev1.ServiceAccount{}); err != nil {
+			// As the container of one of the Deployment's kwok pods, so
+			// that it takes the reloader image from it.
+			pod, err := cluster.ManagerPod(context.Background(), clusters[env].Client(t))
+			if err != nil {
 				continue
 			}
 			managers[env] = true
-			cluster.StartManager(t, cluster.ImpersonatingKubeconfig(t, clusters[env].Kubeconfig, names.OperatorNamespace, names.ManagerServiceAccount),
+			cluster.StartManagerAsPod(t, cluster.ImpersonatingKubeconfig(t, clusters[env].Kubeconfig, names.OperatorNamespace, names.ManagerServiceAccount), pod,
 				"--leader-elect", "--leader-election-namespace="+names.OperatorNamespace, "--metrics-bind-address=0")
 		}
 	}

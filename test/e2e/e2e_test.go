@@ -30,8 +30,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/example/memcached-operator/test/internal/certmanager"
 	"github.com/example/memcached-operator/test/internal/cluster"
 	"github.com/example/memcached-operator/test/internal/names"
+	"github.com/example/memcached-operator/test/internal/platform"
 	"github.com/example/memcached-operator/test/internal/repo"
 	"github.com/example/memcached-operator/test/internal/run"
 )
@@ -73,6 +75,10 @@ func TestE2E(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("kustomize build: %s", stderr)
 			}
+			if e.env == "prod" {
+				platform.Prepare(t, k.Kubeconfig)
+				certmanager.Start(t, k.Kubeconfig)
+			}
 			kubectl(nil, "apply", "--server-side", "-k", "deploy/install")
 			if out := kubectl([]byte(stdout), "apply", "--server-side", "-f", "-"); strings.Contains(out, "Warning") {
 				t.Errorf("apply warned:\n%s", out)
@@ -84,12 +90,30 @@ func TestE2E(t *testing.T) {
 			waitPods(t, c, names.OperatorNamespace, "control-plane=controller-manager", e.managerReplicas, pinned)
 
 			// Fake nodes run no containers: the manager runs here, as the
-			// overlay's ServiceAccount.
-			cluster.StartManager(t, cluster.ImpersonatingKubeconfig(t, k.Kubeconfig, names.OperatorNamespace, names.ManagerServiceAccount),
+			// overlay's ServiceAccount and as the container of one of its
+			// pods, whose image it gives the reloader sidecars.
+			pod, err := cluster.ManagerPod(context.Background(), c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cluster.StartManagerAsPod(t, cluster.ImpersonatingKubeconfig(t, k.Kubeconfig, names.OperatorNamespace, names.ManagerServiceAccount), pod,
 				"--leader-elect", "--leader-election-namespace="+names.OperatorNamespace, "--metrics-bind-address=0")
 
-			// The environment's own cache.
+			// The environment's own cache; prod's is secured, with the
+			// reloader on the operator's own image.
 			cluster.WaitMemcachedReady(t, c, "cache", "app-cache", e.cacheSize)
+			if e.env == "prod" {
+				pod := deployment(t, c, "cache", "app-cache").Spec.Template.Spec
+				var reloader string
+				for _, ctr := range pod.Containers {
+					if ctr.Name == "reloader" {
+						reloader = ctr.Image
+					}
+				}
+				if reloader != pinned {
+					t.Errorf("prod's app-cache runs the reloader %q, want the operator's own image %s", reloader, pinned)
+				}
+			}
 
 			// The tutorial's Memcached, verbatim.
 			start := time.Now()

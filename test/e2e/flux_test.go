@@ -17,10 +17,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/example/memcached-operator/test/internal/certmanager"
 	"github.com/example/memcached-operator/test/internal/cluster"
 	"github.com/example/memcached-operator/test/internal/flux"
 	"github.com/example/memcached-operator/test/internal/gitserver"
 	"github.com/example/memcached-operator/test/internal/names"
+	"github.com/example/memcached-operator/test/internal/platform"
 	"github.com/example/memcached-operator/test/internal/repo"
 	"github.com/example/memcached-operator/test/internal/run"
 )
@@ -56,6 +58,10 @@ func TestFluxReconcilesTheRepository(t *testing.T) {
 
 			k := cluster.StartLocal(t, "flux-"+e.env, 3)
 			k.DumpOnFailure(t)
+			if e.env == "prod" {
+				platform.Prepare(t, k.Kubeconfig)
+				certmanager.Start(t, k.Kubeconfig)
+			}
 			c := k.Client(t)
 			ctrl := flux.Start(t, k.Kubeconfig)
 			t.Cleanup(func() {
@@ -76,7 +82,12 @@ func TestFluxReconcilesTheRepository(t *testing.T) {
 			cluster.Run(t, k.Kubeconfig, []byte(stdout), bins["kubectl"], "apply", "--server-side", "-f", "-")
 
 			waitFluxReady(t, c, "Kustomization", "flux-system", "memcached-crds", "memcached-operator")
-			cluster.StartManager(t, cluster.ImpersonatingKubeconfig(t, k.Kubeconfig, names.OperatorNamespace, names.ManagerServiceAccount),
+			var pod types.NamespacedName
+			cluster.Eventually(t, time.Minute, "a Running manager pod", func() (err error) {
+				pod, err = cluster.ManagerPod(context.Background(), c)
+				return err
+			})
+			cluster.StartManagerAsPod(t, cluster.ImpersonatingKubeconfig(t, k.Kubeconfig, names.OperatorNamespace, names.ManagerServiceAccount), pod,
 				"--leader-elect", "--leader-election-namespace="+names.OperatorNamespace, "--metrics-bind-address=0")
 			waitFluxReady(t, c, "Kustomization", "memcached-instances")
 			cluster.WaitMemcachedReady(t, c, "cache", "app-cache", e.cacheSize)

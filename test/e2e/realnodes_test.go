@@ -30,9 +30,10 @@ import (
 // nodes (kubelet, containerd, runc), the operator deployed by make deploy
 // from make docker-build's image, and the tutorial's Memcached as three
 // running memcached processes, with real probes, Services, DNS, rollouts,
-// drains and Pod Security enforced by the kubelet. On kwok's fake nodes
-// none of this runs: a wrong port in the pod template passes there and
-// fails here.
+// drains and Pod Security enforced by the kubelet; then prod's secured
+// cache, with its certificate and password rotated in place
+// (securedCacheOnRealNodes). On kwok's fake nodes none of this runs: a
+// wrong port in the pod template passes there and fails here.
 func TestRealNodes(t *testing.T) {
 	bins, err := repo.Bin("kubectl", "kubelet", "kube-proxy", "coredns")
 	if err != nil {
@@ -220,6 +221,8 @@ spec: {size: 1, image: %q, podSecurity: {userID: Platform}}
 		}
 		return nil
 	})
+
+	securedCacheOnRealNodes(t, k, c, images.Memcached, images.Exporter)
 }
 
 // watchRollout runs change and watches the seed's pods until the rollout

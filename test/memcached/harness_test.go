@@ -227,7 +227,10 @@ func waitUp(e *memcached.Exporter) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return fmt.Errorf("the exporter does not report memcached_up 1 (%v):\n%s", err, grep(metrics, "memcached_up"))
+	if err != nil {
+		return fmt.Errorf("the exporter does not report memcached_up 1: %w", err)
+	}
+	return fmt.Errorf("the exporter does not report memcached_up 1:\n%s", grep(metrics, "memcached_up"))
 }
 
 // exporterTarget is the local address of what the exporter's

@@ -105,10 +105,11 @@ func layOutSecretVolume(dir string, data map[string][]byte) error {
 }
 
 // Secrets the generated specs' spec.security names; withSecuritySecrets
-// creates them in the property test's namespace.
+// creates them in the property test's namespace. They are the names prod's
+// overlay gives its Secrets, so its instance runs as rendered.
 const (
-	tlsSecret  = "cache-tls"
-	authSecret = "cache-auth"
+	tlsSecret  = "app-cache-tls"
+	authSecret = "app-cache-auth"
 )
 
 // securityFixture is what the harness's Secrets hold and what a client

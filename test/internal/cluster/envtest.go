@@ -17,8 +17,10 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -26,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/example/memcached-operator/test/internal/names"
 	"github.com/example/memcached-operator/test/internal/proc"
 	"github.com/example/memcached-operator/test/internal/repo"
 )
@@ -164,6 +167,35 @@ type Manager struct {
 // the test ends. Its log is kept for assertions and printed on failure.
 func StartManager(t testing.TB, kubeconfig string, args ...string) *Manager {
 	t.Helper()
+	return startManager(t, kubeconfig, nil, args...)
+}
+
+// StartManagerAsPod runs bin/manager as the manager container of a pod
+// (kwok's, whose containers do not run): POD_NAME and POD_NAMESPACE are
+// set as the Deployment's downward API sets them, so the manager takes the
+// reloader sidecar's image from that pod, as it does in a cluster.
+func StartManagerAsPod(t testing.TB, kubeconfig string, pod types.NamespacedName, args ...string) *Manager {
+	t.Helper()
+	return startManager(t, kubeconfig, []string{"POD_NAME=" + pod.Name, "POD_NAMESPACE=" + pod.Namespace}, args...)
+}
+
+// ManagerPod returns a Running pod of the operator's Deployment, or an
+// error while there is none.
+func ManagerPod(ctx context.Context, c client.Client) (types.NamespacedName, error) {
+	pods := &corev1.PodList{}
+	if err := c.List(ctx, pods, client.InNamespace(names.OperatorNamespace), client.MatchingLabels{"control-plane": "controller-manager"}); err != nil {
+		return types.NamespacedName{}, err
+	}
+	for _, p := range pods.Items {
+		if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+			return types.NamespacedName{Namespace: p.Namespace, Name: p.Name}, nil
+		}
+	}
+	return types.NamespacedName{}, fmt.Errorf("no Running manager pod in %s among %d", names.OperatorNamespace, len(pods.Items))
+}
+
+func startManager(t testing.TB, kubeconfig string, env []string, args ...string) *Manager {
+	t.Helper()
 	bins, err := repo.Bin("manager")
 	if err != nil {
 		t.Fatal(err)
@@ -172,7 +204,7 @@ func StartManager(t testing.TB, kubeconfig string, args ...string) *Manager {
 		Name: "manager",
 		Path: bins["manager"],
 		Args: append([]string{"--kubeconfig=" + kubeconfig, "--health-probe-bind-address=0", "--zap-devel=false"}, args...),
-		Env:  []string{"KUBECONFIG=" + kubeconfig},
+		Env:  append([]string{"KUBECONFIG=" + kubeconfig}, env...),
 		// It drains in-flight reconciles for up to --graceful-shutdown-timeout.
 		StopTimeout: 30 * time.Second,
 	})}

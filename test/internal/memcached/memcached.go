@@ -223,9 +223,14 @@ func tryStart(containerArgs []string, id Identity, port int, access *Access) (*S
 	// Another memcached that took a chosen port first (ports are chosen
 	// free, then bound) answers the readiness check while this one exits:
 	// the answer must come from this process.
-	if pid, err := s.stat("pid"); err != nil || pid != strconv.Itoa(p.PID()) {
+	pid, err := s.stat("pid")
+	if err != nil {
 		_ = p.Stop()
-		return nil, fmt.Errorf("%s is answered by pid %s (%v), not memcached's pid %d: Address already in use", s.PlainAddr, pid, err, p.PID())
+		return nil, fmt.Errorf("stats pid: %w", err)
+	}
+	if pid != strconv.Itoa(p.PID()) {
+		_ = p.Stop()
+		return nil, fmt.Errorf("%s is answered by pid %s, not memcached's pid %d: Address already in use", s.PlainAddr, pid, p.PID())
 	}
 	return s, nil
 }
@@ -264,35 +269,45 @@ const loopbackPort = 11210
 // Dial connects to memcached's main port as a client of the pod would:
 // over TLS when memcached runs with -Z, authenticated when with -Y.
 func (s *Server) Dial(ctx context.Context) (net.Conn, error) {
+	var cfg *tls.Config
 	if s.tls {
-		d := &tls.Dialer{Config: s.access.TLS}
-		conn, err := d.DialContext(ctx, "tcp", s.Addr)
-		if err != nil {
-			return nil, err
-		}
-		return s.authenticate(conn)
+		cfg = s.access.TLS
 	}
-	return s.DialPlain(ctx)
+	return DialClient(ctx, s.Addr, cfg, s.credentials())
 }
 
 // DialPlain connects to a plaintext listener: the main port, or with TLS
 // on, the pod's loopback listener, the one its exporter and reloader use.
 func (s *Server) DialPlain(ctx context.Context) (net.Conn, error) {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", s.PlainAddr)
-	if err != nil {
-		return nil, err
-	}
-	return s.authenticate(conn)
+	return DialClient(ctx, s.PlainAddr, nil, s.credentials())
 }
 
-// authenticate sends the ASCII protocol's "set auth" when memcached runs
-// with -Y; memcached answers nothing else before it.
-func (s *Server) authenticate(conn net.Conn) (net.Conn, error) {
+func (s *Server) credentials() *Credentials {
 	if !s.auth {
-		return conn, nil
+		return nil
 	}
-	token := s.access.User + " " + s.access.Password
+	return &Credentials{User: s.access.User, Password: s.access.Password}
+}
+
+// Credentials are a user and password of memcached's password file.
+type Credentials struct{ User, Password string }
+
+// DialClient connects to a memcached at addr as its clients do: over TLS
+// when tlsConfig is set, then, with credentials, authenticated with the
+// ASCII protocol's "set auth", which memcached requires before anything
+// else when it runs with -Y.
+func DialClient(ctx context.Context, addr string, tlsConfig *tls.Config, credentials *Credentials) (net.Conn, error) {
+	var conn net.Conn
+	var err error
+	if tlsConfig != nil {
+		conn, err = (&tls.Dialer{Config: tlsConfig}).DialContext(ctx, "tcp", addr)
+	} else {
+		conn, err = new(net.Dialer).DialContext(ctx, "tcp", addr)
+	}
+	if err != nil || credentials == nil {
+		return conn, err
+	}
+	token := credentials.User + " " + credentials.Password
 	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
 	defer func() { _ = conn.SetDeadline(time.Time{}) }()
 	if _, err := fmt.Fprintf(conn, "set auth 0 0 %d\r\n%s\r\n", len(token), token); err != nil {
@@ -311,7 +326,7 @@ func (s *Server) authenticate(conn net.Conn) (net.Conn, error) {
 	}
 	if got := strings.TrimSpace(string(line)); got != "STORED" {
 		_ = conn.Close()
-		return nil, fmt.Errorf("authenticate as %s: memcached answers %q", s.access.User, got)
+		return nil, fmt.Errorf("authenticate as %s: memcached answers %q", credentials.User, got)
 	}
 	return conn, nil
 }

@@ -1,0 +1,265 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/example/memcached-operator/test/internal/certmanager"
+	"github.com/example/memcached-operator/test/internal/cluster"
+	"github.com/example/memcached-operator/test/internal/memcached"
+	"github.com/example/memcached-operator/test/internal/names"
+	"github.com/example/memcached-operator/test/internal/platform"
+	"github.com/example/memcached-operator/test/internal/repo"
+	"github.com/example/memcached-operator/test/internal/run"
+)
+
+// securedCacheOnRealNodes runs prod's cache on the real nodes: the
+// instances of overlays/prod (TLS with client certificates required, from
+// the cert-manager component; passwords; the exporter), with the nodes'
+// images in place of the registry's. A client holding the component's
+// client certificate and the password reaches every endpoint of the
+// Service's "memcached" port; one without a certificate, and plaintext,
+// are refused; the exporter reports memcached_up 1 through the reloader.
+// Then the certificate is renewed and the password rotated: the kubelet
+// updates the mounted Secrets, the reloaders (the operator's own image)
+// load them, every pod serves the new certificate and password, every key
+// is kept, and no container restarts.
+func securedCacheOnRealNodes(t *testing.T, k *cluster.Local, c client.Client, memcachedImage, exporterImage string) {
+	t.Helper()
+	ctx := context.Background()
+	bins, err := repo.Bin("kubectl", "kustomize")
+	if err != nil {
+		t.Fatal(err)
+	}
+	platform.Prepare(t, k.Kubeconfig)
+	certmanager.Start(t, k.Kubeconfig)
+
+	// prod's instances, with the images the nodes hold (nothing can be
+	// pulled here).
+	stdout, stderr, code := run.Command(t, nil, bins["kustomize"], "build", filepath.Join(repo.MustRoot(t), "overlays", "prod", "instances"))
+	if code != 0 {
+		t.Fatalf("kustomize build overlays/prod/instances: %s", stderr)
+	}
+	var docs []string
+	dec := yaml.NewYAMLOrJSONDecoder(strings.NewReader(stdout), 4096)
+	for {
+		obj := &unstructured.Unstructured{}
+		if err := dec.Decode(&obj.Object); err != nil {
+			if !errors.Is(err, io.EOF) {
+				t.Fatal(err)
+			}
+			break
+		}
+		if obj.GetKind() == "Memcached" {
+			_ = unstructured.SetNestedField(obj.Object, memcachedImage, "spec", "image")
+			_ = unstructured.SetNestedField(obj.Object, exporterImage, "spec", "monitoring", "exporter", "image")
+		}
+		doc, _ := sigsyaml.Marshal(obj.Object)
+		docs = append(docs, string(doc))
+	}
+	start := time.Now()
+	cluster.Run(t, k.Kubeconfig, []byte(strings.Join(docs, "---\n")), bins["kubectl"], "apply", "--server-side", "--force-conflicts", "-f", "-")
+	cluster.WaitMemcachedReady(t, c, names.CacheNamespace, "app-cache", 3)
+	t.Logf("prod's secured app-cache 3/3 Ready on real nodes %v after apply (certificates issued, TLS, auth, reloader and exporter sidecars)", time.Since(start).Round(time.Millisecond))
+
+	// The client's side: the component's client certificate and the
+	// password, as an application would mount them.
+	clientSecret := &corev1.Secret{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: names.CacheNamespace, Name: "app-cache-client"}, clientSecret); err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.X509KeyPair(clientSecret.Data["tls.crt"], clientSecret.Data["tls.key"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(clientSecret.Data["ca.crt"])
+	withCert := &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: roots, ServerName: "app-cache.cache.svc", MinVersion: tls.VersionTLS12}
+	withoutCert := &tls.Config{RootCAs: roots, ServerName: "app-cache.cache.svc", MinVersion: tls.VersionTLS12}
+	credentials := &memcached.Credentials{User: platform.AuthUser, Password: platform.AuthPassword}
+	// exchange sends one command and returns the answer's first line and
+	// the serial of the certificate the server presented.
+	exchange := func(addr string, cfg *tls.Config, creds *memcached.Credentials, cmd string) (answer, serial string, err error) {
+		dialCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		conn, err := memcached.DialClient(dialCtx, addr, cfg, creds)
+		if err != nil {
+			return "", "", err
+		}
+		defer func() { _ = conn.Close() }()
+		if tc, ok := conn.(*tls.Conn); ok {
+			serial = fmt.Sprintf("%X", tc.ConnectionState().PeerCertificates[0].SerialNumber)
+		}
+		_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.WriteString(conn, cmd); err != nil {
+			return "", serial, err
+		}
+		line, err := bufio.NewReader(conn).ReadString('\n')
+		return strings.TrimSpace(line), serial, err
+	}
+
+	// Every endpoint of the Service's memcached port is a TLS listener
+	// that wants a client certificate and a password.
+	endpoints := serviceEndpoints(t, c, names.CacheNamespace, "app-cache", "memcached")
+	if len(endpoints) != 3 {
+		t.Fatalf("the Service's memcached port has endpoints %v, want 3", endpoints)
+	}
+	serials := map[string]string{}
+	for i, addr := range endpoints {
+		got, serial, err := exchange(addr, withCert, credentials, fmt.Sprintf("set key-%d 0 0 5\r\nvalue\r\n", i))
+		if err != nil || got != "STORED" {
+			t.Fatalf("%s with the client certificate and the password: %q, %v", addr, got, err)
+		}
+		serials[addr] = serial
+		if got, _, err := exchange(addr, withoutCert, credentials, "version\r\n"); err == nil && strings.HasPrefix(got, "VERSION") {
+			t.Errorf("%s served a client without a certificate", addr)
+		}
+		if got, err := memcachedVersion(addr); err == nil {
+			t.Errorf("%s answered plaintext: %q", addr, got)
+		}
+		if got, _, err := exchange(addr, withCert, &memcached.Credentials{User: platform.AuthUser, Password: "wrong"}, "version\r\n"); err == nil && strings.HasPrefix(got, "VERSION") {
+			t.Errorf("%s served a wrong password", addr)
+		}
+	}
+	before := cachePods(t, c)
+	for _, p := range before {
+		if metrics := scrape(t, "http://"+net.JoinHostPort(p.Status.PodIP, "9150")+"/metrics"); !strings.Contains(metrics, "\nmemcached_up 1\n") {
+			t.Errorf("pod %s's exporter does not report memcached_up 1 through the reloader", p.Name)
+		}
+	}
+
+	// Renewal, as `cmctl renew` asks for it: cert-manager writes a new
+	// certificate and key into the Secret; the kubelet updates the volume
+	// on its next sync of each pod; the reloader loads it.
+	renewed := time.Now()
+	if err := certmanager.Renew(ctx, k.Kubeconfig, names.CacheNamespace, "app-cache-tls"); err != nil {
+		t.Fatal(err)
+	}
+	var slowest time.Duration
+	for i, addr := range endpoints {
+		cluster.Eventually(t, 4*time.Minute, addr+" to present the renewed certificate", func() error {
+			got, serial, err := exchange(addr, withCert, credentials, fmt.Sprintf("get key-%d\r\n", i))
+			if err != nil {
+				return err
+			}
+			if serial == serials[addr] {
+				return fmt.Errorf("still serial %s", serial)
+			}
+			if got != fmt.Sprintf("VALUE key-%d 0 5", i) {
+				t.Fatalf("%s after the renewal: get key-%d = %q: the key was lost", addr, i, got)
+			}
+			return nil
+		})
+		slowest = max(slowest, time.Since(renewed))
+	}
+	t.Logf("certificate renewal: every pod served the new certificate within %v (kubelet Secret sync plus the reloader), every key kept", slowest.Round(time.Second))
+
+	// Password rotation: the secret manager writes the new file.
+	auth := &corev1.Secret{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: names.CacheNamespace, Name: platform.AuthSecret}, auth); err != nil {
+		t.Fatal(err)
+	}
+	rotatedCredentials := &memcached.Credentials{User: platform.AuthUser, Password: "rotated-password"}
+	auth.Data["auth-file"] = []byte(rotatedCredentials.User + ":" + rotatedCredentials.Password + "\n")
+	if err := c.Update(ctx, auth); err != nil {
+		t.Fatal(err)
+	}
+	rotated := time.Now()
+	slowest = 0
+	for i, addr := range endpoints {
+		cluster.Eventually(t, 4*time.Minute, addr+" to accept the rotated password", func() error {
+			got, _, err := exchange(addr, withCert, rotatedCredentials, fmt.Sprintf("get key-%d\r\n", i))
+			if err != nil {
+				return err
+			}
+			if got != fmt.Sprintf("VALUE key-%d 0 5", i) {
+				t.Fatalf("%s after the password rotation: get key-%d = %q: the key was lost", addr, i, got)
+			}
+			return nil
+		})
+		slowest = max(slowest, time.Since(rotated))
+		if got, _, err := exchange(addr, withCert, credentials, "version\r\n"); err == nil && strings.HasPrefix(got, "VERSION") {
+			t.Errorf("%s still accepts the removed password", addr)
+		}
+	}
+	t.Logf("password rotation: every pod accepted the new password within %v, the old one refused, every key kept", slowest.Round(time.Second))
+
+	// Neither rotation restarted or replaced anything.
+	after := cachePods(t, c)
+	for name, p := range before {
+		now, ok := after[name]
+		if !ok || now.UID != p.UID {
+			t.Errorf("pod %s was replaced during the rotations", name)
+			continue
+		}
+		for _, s := range now.Status.ContainerStatuses {
+			if s.RestartCount != 0 {
+				t.Errorf("pod %s container %s restarted %d times during the rotations", name, s.Name, s.RestartCount)
+			}
+		}
+	}
+
+	cluster.Run(t, k.Kubeconfig, nil, bins["kubectl"], "delete", "-n", names.CacheNamespace, "memcached/app-cache", "--wait", "--timeout=60s")
+}
+
+// serviceEndpoints returns the ready endpoints of a Service's named port,
+// as host:port, from its EndpointSlices.
+func serviceEndpoints(t *testing.T, c client.Client, namespace, service, port string) []string {
+	t.Helper()
+	slices := &discoveryv1.EndpointSliceList{}
+	if err := c.List(context.Background(), slices, client.InNamespace(namespace), client.MatchingLabels{discoveryv1.LabelServiceName: service}); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, s := range slices.Items {
+		for _, p := range s.Ports {
+			if p.Name == nil || *p.Name != port || p.Port == nil {
+				continue
+			}
+			for _, e := range s.Endpoints {
+				if e.Conditions.Ready != nil && !*e.Conditions.Ready {
+					continue
+				}
+				for _, a := range e.Addresses {
+					out = append(out, net.JoinHostPort(a, strconv.Itoa(int(*p.Port))))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// cachePods are app-cache's live pods by name.
+func cachePods(t *testing.T, c client.Client) map[string]corev1.Pod {
+	t.Helper()
+	list := &corev1.PodList{}
+	if err := c.List(context.Background(), list, client.InNamespace(names.CacheNamespace), client.MatchingLabels{"app.kubernetes.io/instance": "app-cache"}); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]corev1.Pod{}
+	for _, p := range list.Items {
+		if p.DeletionTimestamp == nil {
+			out[p.Name] = p
+		}
+	}
+	return out
+}
