@@ -4,7 +4,8 @@
 # by hand:
 #   memcached  Debian's memcached, for test/memcached (the operator's pod
 #              templates against the real server) and the local cluster's
-#              memcached image;
+#              memcached image, and python3-pymemcache, for the Python
+#              client example test/memcached runs (docs/examples);
 #   nodes      containerd, runc, the CNI plugins, iptables and nft, for the
 #              local cluster's real nodes (kubelets from bin/) and the test
 #              that proves they leave the machine as they found it;
@@ -18,7 +19,7 @@ exec 1>&2
 
 # command or file=package
 declare -A sets=(
-  [memcached]="memcached=memcached"
+  [memcached]="memcached=memcached /usr/bin/python3=python3 /usr/lib/python3/dist-packages/pymemcache=python3-pymemcache"
   [nodes]="containerd=containerd ctr=containerd runc=runc /usr/lib/cni/bridge=containernetworking-plugins /usr/lib/cni/host-local=containernetworking-plugins /usr/lib/cni/loopback=containernetworking-plugins iptables=iptables nft=nftables ip=iproute2 nsenter=util-linux"
   [argocd]="redis-server=redis-server"
 )

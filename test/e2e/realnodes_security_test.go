@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	buildcluster "github.com/example/memcached-operator/hack/cluster"
 	"github.com/example/memcached-operator/test/internal/certmanager"
 	"github.com/example/memcached-operator/test/internal/cluster"
 	"github.com/example/memcached-operator/test/internal/memcached"
@@ -35,15 +36,16 @@ import (
 // securedCacheOnRealNodes runs prod's cache on the real nodes: the
 // instances of overlays/prod (TLS with client certificates required, from
 // the cert-manager component; passwords; the exporter), with the nodes'
-// images in place of the registry's. A client holding the component's
-// client certificate and the password reaches every endpoint of the
-// Service's "memcached" port; one without a certificate, and plaintext,
+// images in place of the registry's. An application pod mounting the
+// component's client certificate and the password reaches it by the
+// Service's name (memcached-cli); a client holding them reaches every
+// endpoint of the Service's "memcached" port; one without a certificate, and plaintext,
 // are refused; the exporter reports memcached_up 1 through the reloader.
 // Then the certificate is renewed and the password rotated: the kubelet
 // updates the mounted Secrets, the reloaders (the operator's own image)
 // load them, every pod serves the new certificate and password, every key
 // is kept, and no container restarts.
-func securedCacheOnRealNodes(t *testing.T, k *cluster.Local, c client.Client, memcachedImage, exporterImage string) {
+func securedCacheOnRealNodes(t *testing.T, k *cluster.Local, c client.Client, images buildcluster.Images) {
 	t.Helper()
 	ctx := context.Background()
 	bins, err := repo.Bin("kubectl", "kustomize")
@@ -70,8 +72,8 @@ func securedCacheOnRealNodes(t *testing.T, k *cluster.Local, c client.Client, me
 			break
 		}
 		if obj.GetKind() == "Memcached" {
-			_ = unstructured.SetNestedField(obj.Object, memcachedImage, "spec", "image")
-			_ = unstructured.SetNestedField(obj.Object, exporterImage, "spec", "monitoring", "exporter", "image")
+			_ = unstructured.SetNestedField(obj.Object, images.Memcached, "spec", "image")
+			_ = unstructured.SetNestedField(obj.Object, images.Exporter, "spec", "monitoring", "exporter", "image")
 		}
 		doc, _ := sigsyaml.Marshal(obj.Object)
 		docs = append(docs, string(doc))
@@ -139,6 +141,19 @@ func securedCacheOnRealNodes(t *testing.T, k *cluster.Local, c client.Client, me
 		if got, _, err := exchange(addr, withCert, &memcached.Credentials{User: platform.AuthUser, Password: "wrong"}, "version\r\n"); err == nil && strings.HasPrefix(got, "VERSION") {
 			t.Errorf("%s served a wrong password", addr)
 		}
+	}
+	// An application pod, as docs/security.md tells one to: it mounts the
+	// component's client certificate and the password, and reaches the
+	// cache by its Service's name (memcached-cli, the Go example).
+	app := cliPod{namespace: names.CacheNamespace, server: "app-cache.cache.svc:11211", secrets: map[string]string{
+		"app-cache-client": "/etc/cache-client", platform.AuthSecret: "/etc/cache-auth",
+	}}
+	secured := []string{"-tls-dir", "/etc/cache-client", "-auth-file", "/etc/cache-auth/auth-file"}
+	if got := memcachedCLI(t, k, c, images.Client, app, append(secured, "set", "greeting", "hello")...); got != "STORED" {
+		t.Fatalf("memcached-cli with the client certificate and the password, through app-cache.cache.svc: %q", got)
+	}
+	if got := memcachedCLI(t, k, c, images.Client, app, append(secured, "get", "greeting")...); got != "hello" {
+		t.Fatalf("memcached-cli get through app-cache.cache.svc: %q, want hello", got)
 	}
 	before := cachePods(t, c)
 	for _, p := range before {

@@ -94,10 +94,11 @@ func TestRealNodes(t *testing.T) {
 	}
 
 	// set/get through the Service's DNS name, from a client pod.
-	if got := memcachedCLI(t, k, c, images.Client, "set", "greeting", "hello"); got != "STORED" {
+	sample := cliPod{namespace: "default", server: "memcached-sample.default.svc:11211"}
+	if got := memcachedCLI(t, k, c, images.Client, sample, "set", "greeting", "hello"); got != "STORED" {
 		t.Fatalf("set through memcached-sample.default.svc: %q", got)
 	}
-	if got := memcachedCLI(t, k, c, images.Client, "get", "greeting"); got != "hello" {
+	if got := memcachedCLI(t, k, c, images.Client, sample, "get", "greeting"); got != "hello" {
 		t.Fatalf("get through memcached-sample.default.svc: %q, want hello", got)
 	}
 
@@ -222,7 +223,7 @@ spec: {size: 1, image: %q, podSecurity: {userID: Platform}}
 		return nil
 	})
 
-	securedCacheOnRealNodes(t, k, c, images.Memcached, images.Exporter)
+	securedCacheOnRealNodes(t, k, c, images)
 }
 
 // watchRollout runs change and watches the seed's pods until the rollout
@@ -285,24 +286,34 @@ func pods(t *testing.T, c client.Client, selector string) []corev1.Pod {
 	return list.Items
 }
 
-// memcachedCLI runs memcached-cli in a pod against the seed's Service and
-// returns what it printed.
-func memcachedCLI(t *testing.T, k *cluster.Local, c client.Client, image string, args ...string) string {
+// cliPod says where memcached-cli runs and what it talks to: its
+// namespace, the Service, and the Secrets it mounts (name to mount path).
+type cliPod struct {
+	namespace, server string
+	secrets           map[string]string
+}
+
+// memcachedCLI runs memcached-cli in a pod and returns what it printed.
+func memcachedCLI(t *testing.T, k *cluster.Local, c client.Client, image string, o cliPod, args ...string) string {
 	t.Helper()
 	ctx := context.Background()
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "memcached-cli-", Namespace: "default"},
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "memcached-cli-", Namespace: o.namespace},
 		Spec: corev1.PodSpec{
 			RestartPolicy:   corev1.RestartPolicyNever,
 			SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 			Containers: []corev1.Container{{
 				Name: "cli", Image: image,
-				Args: append([]string{"-server", "memcached-sample.default.svc:11211", "-retry", "30s"}, args...),
+				Args: append([]string{"-server", o.server, "-retry", "30s"}, args...),
 				SecurityContext: &corev1.SecurityContext{
 					AllowPrivilegeEscalation: ptr.To(false), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 				},
 			}},
 		},
+	}
+	for secret, path := range o.secrets {
+		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: secret, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: secret}}})
+		pod.Spec.Containers[0].VolumeMounts = append(pod.Spec.Containers[0].VolumeMounts, corev1.VolumeMount{Name: secret, MountPath: path, ReadOnly: true})
 	}
 	if err := c.Create(ctx, pod); err != nil {
 		t.Fatal(err)
@@ -321,7 +332,7 @@ func memcachedCLI(t *testing.T, k *cluster.Local, c client.Client, image string,
 	if err != nil {
 		t.Fatal(err)
 	}
-	return strings.TrimSpace(cluster.Run(t, k.Kubeconfig, nil, bins["kubectl"], "logs", pod.Name))
+	return strings.TrimSpace(cluster.Run(t, k.Kubeconfig, nil, bins["kubectl"], "logs", "-n", pod.Namespace, pod.Name))
 }
 
 func scrape(t *testing.T, url string) string {

@@ -131,6 +131,21 @@ func (h *harness) waitDeployment(ctx context.Context, mc *cachev1alpha1.Memcache
 	return nil, fmt.Errorf("no Deployment after %v: %w", timeout, last)
 }
 
+// create creates mc and returns the Deployment the operator writes for
+// it, failing the test if it stalls.
+func (h *harness) create(t *testing.T, mc *cachev1alpha1.Memcached) *appsv1.Deployment {
+	t.Helper()
+	ctx := context.Background()
+	if err := h.c.Create(ctx, mc); err != nil {
+		t.Fatal(err)
+	}
+	d, err := h.waitDeployment(ctx, mc, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
 // podRun is what running one pod template found.
 type podRun struct {
 	clamped  bool

@@ -118,6 +118,8 @@ type securityFixture struct {
 	data           map[string]map[string][]byte
 	tlsClient      *tls.Config
 	user, password string
+	// clientFiles is a client's certificate Secret: tls.crt, tls.key, ca.crt.
+	clientFiles map[string][]byte
 }
 
 // withSecuritySecrets creates the Secrets spec.security may name: a
@@ -140,6 +142,7 @@ func (h *harness) withSecuritySecrets(t *testing.T) {
 		},
 		tlsClient: &tls.Config{RootCAs: roots, ServerName: "localhost", Certificates: []tls.Certificate{pair}},
 		user:      "app", password: "app-password",
+		clientFiles: map[string][]byte{"tls.crt": clientCert, "tls.key": clientKey, "ca.crt": ca.pem},
 	}
 	for name, data := range f.data {
 		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: h.namespace, Name: name}, Data: data}
@@ -309,13 +312,7 @@ func TestTLSAgainstRealMemcached(t *testing.T) {
 			SecretName: "cache-tls", ClientCertificates: cachev1alpha1.ClientCertificatesRequire, PlaintextPort: ptr.To[int32](11212),
 		}}, Monitoring: &cachev1alpha1.MonitoringSpec{Exporter: &cachev1alpha1.ExporterSpec{Enabled: true}}},
 	}
-	if err := h.c.Create(ctx, mc); err != nil {
-		t.Fatal(err)
-	}
-	d, err := h.waitDeployment(ctx, mc, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := h.create(t, mc)
 	if err := h.c.Get(ctx, client.ObjectKeyFromObject(mc), mc); err != nil {
 		t.Fatal(err)
 	}
@@ -467,13 +464,7 @@ func TestAuthAgainstRealMemcached(t *testing.T) {
 			Auth: &cachev1alpha1.AuthSpec{SecretName: "cache-auth"},
 		}, Monitoring: &cachev1alpha1.MonitoringSpec{Exporter: &cachev1alpha1.ExporterSpec{Enabled: true}}},
 	}
-	if err := h.c.Create(ctx, mc); err != nil {
-		t.Fatal(err)
-	}
-	d, err := h.waitDeployment(ctx, mc, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := h.create(t, mc)
 	pod := d.Spec.Template.Spec
 	main, reloader := container(pod, "memcached"), container(pod, "reloader")
 	if main == nil || reloader == nil || !ptr.Deref(pod.ShareProcessNamespace, false) {

@@ -24,6 +24,7 @@ import (
 	"github.com/example/memcached-operator/test/internal/cluster"
 	"github.com/example/memcached-operator/test/internal/gitserver"
 	"github.com/example/memcached-operator/test/internal/names"
+	"github.com/example/memcached-operator/test/internal/platform"
 	"github.com/example/memcached-operator/test/internal/registry"
 	"github.com/example/memcached-operator/test/internal/repo"
 	"github.com/example/memcached-operator/test/internal/run"
@@ -148,6 +149,8 @@ func TestReleaseThroughARealRegistry(t *testing.T) {
 	// A cluster runs exactly that digest.
 	k := cluster.StartLocal(t, "release", 3)
 	k.DumpOnFailure(t)
+	// prod's platform: cert-manager's CRDs and the password Secret.
+	platform.Prepare(t, k.Kubeconfig)
 	cluster.Run(t, k.Kubeconfig, nil, bins["kubectl"], "apply", "--server-side", "-k", filepath.Join(work, "deploy", "install"))
 	cluster.Run(t, k.Kubeconfig, []byte(stdout), bins["kubectl"], "apply", "--server-side", "-f", "-")
 	c := k.Client(t)

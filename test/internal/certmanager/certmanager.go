@@ -57,8 +57,13 @@ func InstallCRDs(t testing.TB, kubeconfig string) {
 		t.Fatal(err)
 	}
 	cluster.Run(t, kubeconfig, nil, bins["kubectl"], "apply", "--server-side", "-f", bins["certmanager-crds"])
-	cluster.Run(t, kubeconfig, nil, bins["kubectl"], "wait", "--for=condition=Established", "--timeout=60s",
-		"crd/certificates.cert-manager.io", "crd/issuers.cert-manager.io")
+	// kubectl wait fails, rather than waits, on a CRD so new that it has
+	// no conditions yet.
+	cluster.Eventually(t, time.Minute, "cert-manager's CRDs to be Established", func() error {
+		_, err := cluster.TryRun(kubeconfig, nil, bins["kubectl"], "wait", "--for=condition=Established", "--timeout=10s",
+			"crd/certificates.cert-manager.io", "crd/issuers.cert-manager.io")
+		return err
+	})
 }
 
 // Start issues the Certificates of the cluster at kubeconfig until the
