@@ -38,9 +38,12 @@ func TestNetworkPolicies(t *testing.T) {
 			// The labels the operator gives every memcached pod
 			// (operator/internal/resources.Labels; test/memcached reads them
 			// from live pod templates).
+			// and the container ports it names (operator/internal/resources).
 			cache := netpol.Pod{Namespace: names.CacheNamespace, Labels: map[string]string{
 				"app.kubernetes.io/name": "memcached", "app.kubernetes.io/instance": "app-cache", "app.kubernetes.io/managed-by": "memcached-operator",
-			}}
+			}, Ports: map[string]int32{"memcached": 11211, "metrics": 9150}}
+			migrating := cache
+			migrating.Ports = map[string]int32{"memcached": 11211, "memcached-plain": 11212}
 			prometheus := netpol.Pod{Namespace: "monitoring", Labels: map[string]string{"app.kubernetes.io/name": "prometheus"}}
 			client := netpol.Pod{Namespace: "shop", Labels: map[string]string{"app": "checkout", "cache.example.com/client": "true"}}
 			stranger := netpol.Pod{Namespace: "shop", Labels: map[string]string{"app": "checkout"}}
@@ -68,6 +71,9 @@ func TestNetworkPolicies(t *testing.T) {
 				{"Prometheus does not reach memcached itself", prometheus, cache, 11211, false},
 				{"another pod of the cache namespace is closed", client, debug, 8080, false},
 				{"memcached pods do not reach each other's exporter", cache, cache, 9150, false},
+				{"a client reaches the plaintext port of a cache migrating to TLS", client, migrating, 11212, true},
+				{"an unlabelled pod does not reach the plaintext port", stranger, migrating, 11212, false},
+				{"a cache without a plaintext port is closed there", client, cache, 11212, false},
 			} {
 				got, err := netpol.Allowed(policies, c.src, c.dst, c.port)
 				if err != nil {

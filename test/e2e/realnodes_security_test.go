@@ -145,9 +145,10 @@ func securedCacheOnRealNodes(t *testing.T, k *cluster.Local, c client.Client, im
 	// An application pod, as docs/security.md tells one to: it mounts the
 	// component's client certificate and the password, and reaches the
 	// cache by its Service's name (memcached-cli, the Go example).
-	app := cliPod{namespace: names.CacheNamespace, server: "app-cache.cache.svc:11211", secrets: map[string]string{
-		"app-cache-client": "/etc/cache-client", platform.AuthSecret: "/etc/cache-auth",
-	}}
+	// It carries the label deploy/cache-namespace's NetworkPolicy admits.
+	app := cliPod{namespace: names.CacheNamespace, server: "app-cache.cache.svc:11211",
+		labels:  map[string]string{"cache.example.com/client": "true"},
+		secrets: map[string]string{"app-cache-client": "/etc/cache-client", platform.AuthSecret: "/etc/cache-auth"}}
 	secured := []string{"-tls-dir", "/etc/cache-client", "-auth-file", "/etc/cache-auth/auth-file"}
 	if got := memcachedCLI(t, k, c, images.Client, app, append(secured, "set", "greeting", "hello")...); got != "STORED" {
 		t.Fatalf("memcached-cli with the client certificate and the password, through app-cache.cache.svc: %q", got)

@@ -287,10 +287,11 @@ func pods(t *testing.T, c client.Client, selector string) []corev1.Pod {
 }
 
 // cliPod says where memcached-cli runs and what it talks to: its
-// namespace, the Service, and the Secrets it mounts (name to mount path).
+// namespace and labels, the Service, and the Secrets it mounts (name to
+// mount path).
 type cliPod struct {
 	namespace, server string
-	secrets           map[string]string
+	labels, secrets   map[string]string
 }
 
 // memcachedCLI runs memcached-cli in a pod and returns what it printed.
@@ -298,7 +299,7 @@ func memcachedCLI(t *testing.T, k *cluster.Local, c client.Client, image string,
 	t.Helper()
 	ctx := context.Background()
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "memcached-cli-", Namespace: o.namespace},
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "memcached-cli-", Namespace: o.namespace, Labels: o.labels},
 		Spec: corev1.PodSpec{
 			RestartPolicy:   corev1.RestartPolicyNever,
 			SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},

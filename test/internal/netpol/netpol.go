@@ -22,6 +22,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // Pod is a pod by its namespace and labels.
@@ -29,6 +30,9 @@ type Pod struct {
 	Namespace       string
 	NamespaceLabels map[string]string
 	Labels          map[string]string
+	// Ports are its containers' named TCP ports, which a policy's named
+	// port refers to.
+	Ports map[string]int32
 }
 
 func (p Pod) namespaceLabels() labels.Set {
@@ -59,7 +63,7 @@ func Allowed(policies []networkingv1.NetworkPolicy, src, dst Pod, port int32) (b
 			if err != nil {
 				return false, fmt.Errorf("policy %s: %w", p.Name, err)
 			}
-			if from && portMatches(rule.Ports, port) {
+			if from && portMatches(rule.Ports, dst, port) {
 				return true, nil
 			}
 		}
@@ -117,7 +121,7 @@ func fromMatches(peers []networkingv1.NetworkPolicyPeer, policyNamespace string,
 	return false, nil
 }
 
-func portMatches(ports []networkingv1.NetworkPolicyPort, port int32) bool {
+func portMatches(ports []networkingv1.NetworkPolicyPort, dst Pod, port int32) bool {
 	if len(ports) == 0 {
 		return true
 	}
@@ -128,9 +132,15 @@ func portMatches(ports []networkingv1.NetworkPolicyPort, port int32) bool {
 		if p.Port == nil {
 			return true
 		}
-		// Named ports need the pod's container ports; the policies here
-		// use numbers, and a name fails loudly rather than guessing.
-		if p.Port.IntValue() == int(port) && p.Port.Type == 0 {
+		// A named port is the destination container port of that name;
+		// a pod without one is not selected by it.
+		if p.Port.Type == intstr.String {
+			if n, ok := dst.Ports[p.Port.StrVal]; ok && n == port {
+				return true
+			}
+			continue
+		}
+		if p.Port.IntValue() == int(port) {
 			return true
 		}
 		if p.EndPort != nil && port >= int32(p.Port.IntValue()) && port <= *p.EndPort {

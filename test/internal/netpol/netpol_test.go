@@ -22,6 +22,12 @@ func TestSemantics(t *testing.T) {
 		PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}},
 		Ingress:     []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}}, Ports: port(5432)}},
 	}}
+	named := intstr.FromString("postgres")
+	allowWebByName := networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "web-to-db-by-name", Namespace: "shop"}, Spec: networkingv1.NetworkPolicySpec{
+		PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}},
+		Ingress:     []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}}, Ports: []networkingv1.NetworkPolicyPort{{Port: &named}}}},
+	}}
+	namedDB := Pod{Namespace: "shop", Labels: map[string]string{"app": "db"}, Ports: map[string]int32{"postgres": 5433}}
 	fromBlog := networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "blog", Namespace: "shop"}, Spec: networkingv1.NetworkPolicySpec{
 		PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}},
 		Ingress:     []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "blog"}}}}}},
@@ -40,6 +46,9 @@ func TestSemantics(t *testing.T) {
 		{"a podSelector alone is the policy's namespace", []networkingv1.NetworkPolicy{denyAll, allowWeb}, other, db, 5432, false},
 		{"a namespaceSelector alone is every pod there", []networkingv1.NetworkPolicy{denyAll, fromBlog}, other, db, 22, true},
 		{"unselected pods stay open", []networkingv1.NetworkPolicy{allowWeb}, db, web, 80, true},
+		{"a named port is the pod's port of that name", []networkingv1.NetworkPolicy{denyAll, allowWebByName}, web, namedDB, 5433, true},
+		{"a named port is not another port", []networkingv1.NetworkPolicy{denyAll, allowWebByName}, web, namedDB, 5432, false},
+		{"a named port selects no pod without it", []networkingv1.NetworkPolicy{denyAll, allowWebByName}, web, db, 5433, false},
 	} {
 		got, err := Allowed(c.policies, c.src, c.dst, c.port)
 		if err != nil || got != c.want {
