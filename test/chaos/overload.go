@@ -98,7 +98,7 @@ func Overload(sc Scale, progress func(string, ...any)) (r OverloadResult, err er
 	}
 	env.progress("overload: %d Memcacheds created by %d clients in %v", r.CRs, r.Clients, time.Since(start).Round(time.Millisecond))
 	if err := conv.Wait(sc.Timeout); err != nil {
-		return r, err
+		return r, fmt.Errorf("%w\n%s", err, env.describe(ns, conv.Pending(2)))
 	}
 	r.Converged = time.Since(start)
 	r.Throttled = m.Throttled(start, time.Now())

@@ -86,6 +86,9 @@ func Memcached(namespace, name string, size int) *unstructured.Unstructured {
 type Convergence struct {
 	mu    sync.Mutex
 	state map[string]bool
+	// why summarizes the status of each object that does not satisfy the
+	// predicate, for Pending.
+	why   map[string]string
 	n     int
 	ready chan struct{}
 	once  sync.Once
@@ -99,7 +102,7 @@ func WatchConvergence(ctx context.Context, cfg *rest.Config, gvr schema.GroupVer
 	if err != nil {
 		return nil, err
 	}
-	c := &Convergence{state: map[string]bool{}, n: n, ready: make(chan struct{}), done: done}
+	c := &Convergence{state: map[string]bool{}, why: map[string]string{}, n: n, ready: make(chan struct{}), done: done}
 	res := dyn.Resource(gvr).Namespace(namespace)
 	rv, err := c.relist(ctx, res)
 	if err != nil {
@@ -131,7 +134,7 @@ func WatchConvergence(ctx context.Context, cfg *rest.Config, gvr schema.GroupVer
 				rv = u.GetResourceVersion()
 				switch ev.Type {
 				case watch.Added, watch.Modified:
-					c.set(u.GetName(), c.done(u))
+					c.observe(u)
 				case watch.Deleted:
 					c.set(u.GetName(), false)
 				}
@@ -153,7 +156,7 @@ func (c *Convergence) relist(ctx context.Context, res dynamic.ResourceInterface)
 	seen := map[string]bool{}
 	for i := range list.Items {
 		seen[list.Items[i].GetName()] = true
-		c.set(list.Items[i].GetName(), c.done(&list.Items[i]))
+		c.observe(&list.Items[i])
 	}
 	c.mu.Lock()
 	for name := range c.state {
@@ -170,6 +173,41 @@ func sleep(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-time.After(d):
 	}
+}
+
+// observe records whether u satisfies the predicate and, if not, what its
+// status says.
+func (c *Convergence) observe(u *unstructured.Unstructured) {
+	ok := c.done(u)
+	if !ok {
+		why := statusSummary(u)
+		c.mu.Lock()
+		c.why[u.GetName()] = why
+		c.mu.Unlock()
+	}
+	c.set(u.GetName(), ok)
+}
+
+// statusSummary is an object's status in one line: its ready replicas and
+// its conditions that are not True, with their reasons.
+func statusSummary(u *unstructured.Unstructured) string {
+	ready, found, _ := unstructured.NestedInt64(u.Object, "status", "readyReplicas")
+	parts := []string{"no status"}
+	if found || u.Object["status"] != nil {
+		parts = []string{fmt.Sprintf("readyReplicas %d", ready)}
+	}
+	conditions, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, raw := range conditions {
+		cond, _ := raw.(map[string]any)
+		if cond["type"] == "Ready" || cond["status"] == "True" && cond["type"] != "Progressing" {
+			msg := fmt.Sprint(cond["message"])
+			if len(msg) > 120 {
+				msg = msg[:120] + "..."
+			}
+			parts = append(parts, fmt.Sprintf("%v=%v %v: %s", cond["type"], cond["status"], cond["reason"], msg))
+		}
+	}
+	return strings.Join(parts, "; ")
 }
 
 func (c *Convergence) set(name string, ok bool) {
@@ -215,6 +253,17 @@ func (c *Convergence) Pending(limit int) []string {
 	return out
 }
 
+// pendingStatus is Pending with what each object's status says.
+func (c *Convergence) pendingStatus(limit int) []string {
+	names := c.Pending(limit)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, name := range names {
+		names[i] = name + " (" + c.why[name] + ")"
+	}
+	return names
+}
+
 // Wait waits until all n objects satisfy the predicate at the same time,
 // now: unlike Ready, which stays closed once they did.
 func (c *Convergence) Wait(timeout time.Duration) error { return c.WaitN(c.n, timeout) }
@@ -224,7 +273,7 @@ func (c *Convergence) WaitN(k int, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for c.Converged() < k {
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%d of %d converged within %v; not converged: %v", c.Converged(), k, timeout, c.Pending(5))
+			return fmt.Errorf("%d of %d converged within %v; not converged: %s", c.Converged(), k, timeout, strings.Join(c.pendingStatus(5), ", "))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
