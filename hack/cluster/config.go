@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	componentbaseconfigv1alpha1 "k8s.io/component-base/config/v1alpha1"
@@ -127,6 +128,9 @@ func (n Node) CNIConfig() ([]byte, error) {
 //     upstream nameserver, since the cluster has no route off the machine.
 //   - Eviction and image GC thresholds low: images are imported, never
 //     pulled, so one garbage-collected image could not come back.
+//   - syncFrequency 10s (the default is 1m): a changed Secret or ConfigMap
+//     reaches a pod's volume on its next sync, so a local cluster shows a
+//     rotation in seconds, for a few pods' worth of extra syncs.
 func (n Node) KubeletConfig() ([]byte, error) {
 	c := kubeletv1beta1.KubeletConfiguration{
 		TypeMeta: metav1.TypeMeta{APIVersion: "kubelet.config.k8s.io/v1beta1", Kind: "KubeletConfiguration"},
@@ -140,6 +144,7 @@ func (n Node) KubeletConfig() ([]byte, error) {
 		TLSCertFile:                 n.path("pki", "kubelet-serving.crt"),
 		TLSPrivateKeyFile:           n.path("pki", "kubelet-serving.key"),
 		ReadOnlyPort:                0,
+		SyncFrequency:               metav1.Duration{Duration: 10 * time.Second},
 		CgroupDriver:                "cgroupfs",
 		CgroupRoot:                  n.Net.CgroupRoot(n.Index),
 		FailCgroupV1:                ptr.To(false),
