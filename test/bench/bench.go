@@ -186,6 +186,12 @@ func measure(ctx context.Context, cfg Config, bins map[string]string, contender 
 	if out, err := runKubectl(bins["kubectl"], k.Kubeconfig, "apply", "--server-side", "-k", "deploy/install"); err != nil {
 		return Measurement{}, nil, fmt.Errorf("install: %w\n%s", err, out)
 	}
+	// The floors write Memcacheds at once; before the CRD is Established,
+	// discovery lists its group without the resource and every write fails.
+	// (The operator waits by itself: its manager retries.)
+	if out, err := runKubectl(bins["kubectl"], k.Kubeconfig, "wait", "--for=condition=Established", "--timeout=60s", "crd/memcacheds.cache.example.com"); err != nil {
+		return Measurement{}, nil, fmt.Errorf("install: the CRD is not Established: %w\n%s", err, out)
+	}
 	if out, err := runKubectl(bins["kubectl"], k.Kubeconfig, "create", "namespace", namespace); err != nil {
 		return Measurement{}, nil, fmt.Errorf("namespace: %w\n%s", err, out)
 	}
