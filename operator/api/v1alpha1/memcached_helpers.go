@@ -31,6 +31,38 @@ func (m *Memcached) MaxConnections() int32 {
 	return ptr.Deref(m.Spec.Memcached.MaxConnections, DefaultMaxConnections)
 }
 
+// GetIdentity returns spec.identity or its default, Ephemeral.
+func (m *Memcached) GetIdentity() Identity {
+	if m.Spec.Identity == "" {
+		return IdentityEphemeral
+	}
+	return m.Spec.Identity
+}
+
+// MinReadySeconds returns spec.highAvailability.minReadySeconds or its default.
+func (m *Memcached) MinReadySeconds() int32 {
+	if m.Spec.HighAvailability == nil {
+		return DefaultMinReadySeconds
+	}
+	return ptr.Deref(m.Spec.HighAvailability.MinReadySeconds, DefaultMinReadySeconds)
+}
+
+// DrainSeconds returns spec.highAvailability.drainSeconds or its default.
+func (m *Memcached) DrainSeconds() int32 {
+	if m.Spec.HighAvailability == nil {
+		return DefaultDrainSeconds
+	}
+	return ptr.Deref(m.Spec.HighAvailability.DrainSeconds, DefaultDrainSeconds)
+}
+
+// WarmRestart returns spec.memcached.warmRestart when it is enabled, else nil.
+func (m *Memcached) WarmRestart() *WarmRestartSpec {
+	if m.Spec.Memcached == nil || m.Spec.Memcached.WarmRestart == nil || !m.Spec.Memcached.WarmRestart.Enabled {
+		return nil
+	}
+	return m.Spec.Memcached.WarmRestart
+}
+
 // Endpoint is the address clients use: the headless Service's DNS name and
 // the memcached port.
 func (m *Memcached) Endpoint() string {

@@ -39,7 +39,14 @@ const (
 	DefaultMaxConnections       int32 = 1024
 	DefaultThreads              int32 = 4
 	DefaultRevisionHistoryLimit int32 = 10
+	DefaultMinReadySeconds      int32 = 10
+	DefaultDrainSeconds         int32 = 5
 )
+
+// MaxStableNameLength is the longest name of a Memcached with identity
+// Stable: its StatefulSet's pods carry the label controller-revision-hash,
+// NAME-<10 characters>, and a label value is at most 63 characters.
+const MaxStableNameLength = 52
 
 // AntiAffinity says how strongly the pods of one Memcached avoid sharing a node.
 // +kubebuilder:validation:Enum=None;Soft;Hard
@@ -52,6 +59,19 @@ const (
 	AntiAffinitySoft AntiAffinity = "Soft"
 	// AntiAffinityHard requires different nodes; extra pods stay Pending.
 	AntiAffinityHard AntiAffinity = "Hard"
+)
+
+// Identity says whether a Memcached's pods keep their names and addresses.
+// +kubebuilder:validation:Enum=Ephemeral;Stable
+type Identity string
+
+const (
+	// IdentityEphemeral runs the pods as a Deployment: a replaced pod comes
+	// back under a new name and address.
+	IdentityEphemeral Identity = "Ephemeral"
+	// IdentityStable runs the pods as a StatefulSet behind the headless
+	// Service: pod i is always NAME-i and resolves as NAME-i.NAME.NAMESPACE.svc.
+	IdentityStable Identity = "Stable"
 )
 
 // UserIDPolicy says who chooses the uid the memcached pods run as.
@@ -72,6 +92,8 @@ const (
 //
 // The memory floor below is MinimumMemoryMiB written in CEL; a unit test keeps the two equal.
 // +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.limits) || !('memory' in self.resources.limits) || (type(self.resources.limits['memory']) == int ? double(self.resources.limits['memory']) : quantity(self.resources.limits['memory']).asApproximateFloat()) >= double((has(self.memcached) && has(self.memcached.maxMemoryMB) ? self.memcached.maxMemoryMB : 64) + 16 + ((has(self.memcached) && has(self.memcached.maxMemoryMB) ? self.memcached.maxMemoryMB : 64) + 7) / 8 + ((has(self.memcached) && has(self.memcached.maxConnections) ? self.memcached.maxConnections : 1024) + 63) / 64) * 1048576.0",message="spec.resources.limits.memory must be at least maxMemoryMB + 16Mi + maxMemoryMB/8 (hash table) + maxConnections x 16Ki (connection buffers); with the defaults (64, 1024) that is 104Mi. Raise the limit, or lower spec.memcached.maxMemoryMB or maxConnections",fieldPath=".resources.limits"
+// +kubebuilder:validation:XValidation:rule="(has(self.identity) ? self.identity : 'Ephemeral') == (has(oldSelf.identity) ? oldSelf.identity : 'Ephemeral')",message="spec.identity cannot change: an Ephemeral cache runs as a Deployment and a Stable one as a StatefulSet, and neither's pods can become the other's. Create a new Memcached with the identity you want, point clients at its status.serverList, then delete this one",fieldPath=".identity"
+// +kubebuilder:validation:XValidation:rule="!has(self.memcached) || !has(self.memcached.warmRestart) || !self.memcached.warmRestart.enabled || (has(self.identity) && self.identity == 'Stable')",message="spec.memcached.warmRestart needs spec.identity: Stable: the memory file is kept on a volume of each pod's own, which only a stable pod finds again after it is replaced",fieldPath=".memcached.warmRestart"
 type MemcachedSpec struct {
 	// Size is the number of memcached pods. It is the field behind the scale
 	// subresource, so `kubectl scale memcached/NAME --replicas=N` sets it.
@@ -176,6 +198,19 @@ type MemcachedSpec struct {
 	// +optional
 	Memcached *MemcachedConfig `json:"memcached,omitempty"`
 
+	// Identity says whether the pods keep their names and addresses.
+	// Ephemeral (the default, and what every Memcached created before this
+	// field ran): a Deployment, whose replaced pods come back under new
+	// names and addresses. Stable: a StatefulSet whose pod i is always
+	// NAME-i, resolving as NAME-i.NAME.NAMESPACE.svc; status.serverList then
+	// lists those names, so a client's hash ring keeps its shape when a pod
+	// is replaced, and scaling down removes the highest ordinals first.
+	// It cannot change once the Memcached exists, and a Stable Memcached's
+	// name is at most 52 characters.
+	// +kubebuilder:default=Ephemeral
+	// +optional
+	Identity Identity `json:"identity,omitempty"`
+
 	// HighAvailability spreads the pods and protects them from voluntary disruption.
 	// +optional
 	HighAvailability *HighAvailabilitySpec `json:"highAvailability,omitempty"`
@@ -233,6 +268,7 @@ type PodSecuritySpec struct {
 // rule keeps room for 16 clients.
 // +kubebuilder:validation:XValidation:rule="(has(self.maxConnections) ? self.maxConnections : 1024) >= 5 * (has(self.threads) ? self.threads : 4) + 16",message="spec.memcached.maxConnections must be at least 5 x threads + 16 (36 with the default 4 threads): memcached reserves 5 connections per worker thread and refuses to start without room for clients; raise maxConnections or lower threads",fieldPath=".maxConnections"
 // +kubebuilder:validation:XValidation:rule="!has(self.maxItemSize) || (type(self.maxItemSize) == int ? double(self.maxItemSize) : quantity(self.maxItemSize).asApproximateFloat()) <= double(has(self.maxMemoryMB) ? self.maxMemoryMB : 64) * 524288.0",message="spec.memcached.maxItemSize must be at most half of spec.memcached.maxMemoryMB (memcached refuses a larger -I); lower maxItemSize or raise maxMemoryMB",fieldPath=".maxItemSize"
+// +kubebuilder:validation:XValidation:rule="!has(self.warmRestart) || !self.warmRestart.enabled || (has(self.maxMemoryMB) ? self.maxMemoryMB : 64) >= 64",message="spec.memcached.warmRestart needs maxMemoryMB of at least 64: with a memory file memcached preallocates a 1 MiB page for each slab class, and there can be 63 of them",fieldPath=".maxMemoryMB"
 type MemcachedConfig struct {
 	// MaxMemoryMB is the item memory in megabytes (memcached -m).
 	// +kubebuilder:default=64
@@ -272,6 +308,14 @@ type MemcachedConfig struct {
 	// +optional
 	Verbosity int32 `json:"verbosity,omitempty"`
 
+	// WarmRestart keeps the cache's items when a pod stops and starts
+	// again, replaced by a rollout or a drain: memcached keeps its item
+	// memory in a file (-e) on a volume of each pod's own, saves it on a
+	// graceful stop (SIGUSR1) and reads it back on start. Needs identity:
+	// Stable.
+	// +optional
+	WarmRestart *WarmRestartSpec `json:"warmRestart,omitempty"`
+
 	// ExtraArgs are appended to the memcached command line, for tuning
 	// options without a field here, for example ["-o", "modern"]. Each option
 	// and each value is its own item, options spelled as in
@@ -293,8 +337,47 @@ type MemcachedConfig struct {
 	ExtraArgs []string `json:"extraArgs,omitempty"`
 }
 
+// WarmRestartSpec keeps memcached's item memory in a file on a
+// PersistentVolumeClaim of each pod's own.
+type WarmRestartSpec struct {
+	// Enabled turns warm restarts on.
+	// +optional
+	Enabled bool `json:"enabled,omitempty"`
+
+	// StorageClassName is the class of each pod's claim for the memory file:
+	// maxMemoryMB plus 1Mi. memcached maps the file as its item memory, so
+	// the class must give RAM-backed volumes (local volumes on a tmpfs, or a
+	// DAX filesystem); on a disk every write to an item becomes disk I/O.
+	// Unset: the cluster's default class.
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="spec.memcached.warmRestart.storageClassName must be the name of a StorageClass: lowercase letters, digits, '-' and '.'"
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	StorageClassName *string `json:"storageClassName,omitempty"`
+}
+
 // HighAvailabilitySpec spreads the pods of one Memcached and protects them.
 type HighAvailabilitySpec struct {
+	// MinReadySeconds is how long a new pod must stay ready before a
+	// rollout stops the next one. Clients that refresh their server list
+	// get that long to find the new pod and start filling it. At most 300:
+	// a Deployment's minReadySeconds must stay below its progress deadline
+	// (600 seconds).
+	// +kubebuilder:default=10
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=300
+	// +optional
+	MinReadySeconds *int32 `json:"minReadySeconds,omitempty"`
+
+	// DrainSeconds is how long a stopping pod keeps serving after it has
+	// left the Service's endpoints and status.serverList, before memcached
+	// is stopped: the time clients take to stop sending it requests. The
+	// pods' termination grace period covers it.
+	// +kubebuilder:default=5
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=300
+	// +optional
+	DrainSeconds *int32 `json:"drainSeconds,omitempty"`
+
 	// AntiAffinity keeps the pods of this Memcached on different nodes:
 	// None, Soft (preferred, the default) or Hard (required).
 	// +kubebuilder:default=Soft
@@ -525,11 +608,13 @@ type MemcachedStatus struct {
 	// +optional
 	Endpoint string `json:"endpoint,omitempty"`
 
-	// ServerList is the ready memcached servers as host:port, in address
-	// order: what a client that shards keys over a list of servers (most
-	// memcached clients) is configured with. It changes when a pod becomes
-	// ready or stops being ready. A replaced pod comes back with a new
-	// address.
+	// ServerList is the ready memcached servers as host:port: what a client
+	// that shards keys over a list of servers (most memcached clients) is
+	// configured with. With identity Stable the hosts are the pods' stable
+	// DNS names in ordinal order (NAME-0.NAME.NAMESPACE.svc:11211, ...), and
+	// a replaced pod comes back under its name; with Ephemeral they are pod
+	// addresses in address order, and a replaced pod comes back with a new
+	// one. It changes when a pod becomes ready or starts stopping.
 	// +optional
 	// +listType=atomic
 	ServerList []string `json:"serverList,omitempty"`
@@ -541,8 +626,9 @@ type MemcachedStatus struct {
 	TLS *TLSStatus `json:"tls,omitempty"`
 }
 
-// Memcached runs a memcached cache: a Deployment, a headless Service and,
-// when it has more than one pod, a PodDisruptionBudget, all named after it.
+// Memcached runs a memcached cache: a Deployment (a StatefulSet with
+// identity Stable), a headless Service and, when it has more than one pod,
+// a PodDisruptionBudget, all named after it.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
@@ -552,8 +638,10 @@ type MemcachedStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyReplicas`
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Paused",type=boolean,JSONPath=`.spec.paused`
+// +kubebuilder:printcolumn:name="Identity",type=string,JSONPath=`.spec.identity`,priority=1
 // +kubebuilder:printcolumn:name="Servers",type=string,JSONPath=`.status.serverList`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="!has(self.spec.identity) || self.spec.identity != 'Stable' || size(self.metadata.name) <= 52",message="metadata.name of a Memcached with spec.identity: Stable must be at most 52 characters: its StatefulSet's pods are labelled NAME-<revision hash>, and a label value is at most 63 characters"
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be at most 63 lowercase letters, digits and '-', starting with a letter and ending with a letter or digit (a DNS-1035 label): it names the Service and is the value of the app.kubernetes.io/instance label"
 type Memcached struct {
 	metav1.TypeMeta `json:",inline"`

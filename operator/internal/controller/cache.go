@@ -28,7 +28,10 @@ func CacheOptions(namespaces []string) cache.Options {
 	opts := cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
-			&appsv1.Deployment{}:            {Label: managed, Transform: dropPodTemplate},
+			&appsv1.Deployment{}: {Label: managed, Transform: dropPodTemplate},
+			// StatefulSets (identity Stable) keep their templates: they
+			// are opt-in and few, and compared in full.
+			&appsv1.StatefulSet{}:           {Label: managed},
 			&corev1.Service{}:               {Label: managed},
 			&policyv1.PodDisruptionBudget{}: {Label: managed},
 			&corev1.Pod{}:                   {Label: managed, Transform: slimPod},

@@ -76,6 +76,7 @@ type MemcachedReconciler struct {
 // +kubebuilder:rbac:groups=cache.example.com,resources=memcacheds/status,verbs=get;patch
 // +kubebuilder:rbac:groups=cache.example.com,resources=memcacheds/finalizers,verbs=update
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
@@ -153,11 +154,11 @@ func (r *MemcachedReconciler) reconcile(ctx context.Context, before, mc *cachev1
 		if !wasPaused(before) {
 			r.event(ctx, mc, nil, corev1.EventTypeNormal, EventPaused, "Pause", "spec.paused is true: owned objects are left as they are")
 		}
-		pods, err := r.observePods(ctx, mc, cur.liveDeployment())
+		pods, err := r.observePods(ctx, mc, cur.liveWorkload())
 		if err != nil {
 			return 0, err
 		}
-		summarize(mc, cur.liveDeployment(), pods, nil)
+		summarize(mc, cur.liveWorkload(), pods, nil)
 		return security.recheckAfter(now), nil
 	}
 	if wasPaused(before) {
@@ -169,24 +170,24 @@ func (r *MemcachedReconciler) reconcile(ctx context.Context, before, mc *cachev1
 		// start: the owned objects stay as they are until it is fixed,
 		// and the Secret's watch brings the fix here. No error, so no
 		// retries that cannot help.
-		pods, err := r.observePods(ctx, mc, cur.liveDeployment())
-		summarize(mc, cur.liveDeployment(), pods, security.problem)
+		pods, err := r.observePods(ctx, mc, cur.liveWorkload())
+		summarize(mc, cur.liveWorkload(), pods, security.problem)
 		return 0, err
 	}
 	applyErr := r.applyOwned(ctx, before, mc, cur)
-	pods, err := r.observePods(ctx, mc, cur.liveDeployment())
-	summarize(mc, cur.liveDeployment(), pods, applyErr)
+	pods, err := r.observePods(ctx, mc, cur.liveWorkload())
+	summarize(mc, cur.liveWorkload(), pods, applyErr)
 	return security.recheckAfter(now), errors.Join(applyErr, err)
 }
 
 // observePods reads what mc's pods say: the server list always, and why
-// pods cannot run while its Deployment has pods that are not ready or not
-// updated (a Deployment with all its pods ready has nothing to explain).
-func (r *MemcachedReconciler) observePods(ctx context.Context, mc *cachev1alpha1.Memcached, dep *appsv1.Deployment) (podsReport, error) {
-	if dep == nil {
+// pods cannot run while its workload has pods that are not ready or not
+// updated (a workload with all its pods ready has nothing to explain).
+func (r *MemcachedReconciler) observePods(ctx context.Context, mc *cachev1alpha1.Memcached, workload client.Object) (podsReport, error) {
+	if workload == nil {
 		return podsReport{}, nil
 	}
-	reason, _ := rollout(dep, mc.GetSize())
+	reason, _ := rollout(workloadOf(workload), mc.GetSize())
 	return r.readPods(ctx, mc, reason != "" && mc.GetSize() > 0)
 }
 
@@ -214,6 +215,7 @@ func (r *MemcachedReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// reconcile that finds nothing to do; updates and deletes are what
 		// matter: drift, and the Deployment's status.
 		Owns(&appsv1.Deployment{}, builder.WithPredicates(ignoreCreates)).
+		Owns(&appsv1.StatefulSet{}, builder.WithPredicates(ignoreCreates)).
 		Owns(&corev1.Service{}, builder.WithPredicates(ignoreCreates)).
 		// A budget's status changes with every pod's readiness; only spec and
 		// metadata changes can be drift.

@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -47,10 +46,11 @@ type ownedObject struct {
 
 // owned is what the cluster holds of the objects a Memcached owns.
 type owned struct {
-	deployment, service, pdb ownedObject
+	// workload is the Deployment, or the StatefulSet with identity Stable.
+	workload, service, pdb ownedObject
 }
 
-func (o *owned) all() []*ownedObject { return []*ownedObject{&o.deployment, &o.service, &o.pdb} }
+func (o *owned) all() []*ownedObject { return []*ownedObject{&o.workload, &o.service, &o.pdb} }
 
 // readOwned reads the objects named after mc. The cache holds only objects
 // carrying the operator's labels, so an object missing from it is looked up
@@ -61,10 +61,14 @@ func (o *owned) all() []*ownedObject { return []*ownedObject{&o.deployment, &o.s
 // new Memcached it runs three times and finds nothing. The budget is read
 // only when it is wanted or may have to be deleted.
 func (r *MemcachedReconciler) readOwned(ctx context.Context, mc *cachev1alpha1.Memcached, wantPDB bool) (*owned, error) {
+	workload := ownedObject{kind: "Deployment", live: &appsv1.Deployment{}}
+	if mc.GetIdentity() == cachev1alpha1.IdentityStable {
+		workload = ownedObject{kind: "StatefulSet", live: &appsv1.StatefulSet{}}
+	}
 	cur := &owned{
-		deployment: ownedObject{kind: "Deployment", live: &appsv1.Deployment{}},
-		service:    ownedObject{kind: "Service", live: &corev1.Service{}},
-		pdb:        ownedObject{kind: "PodDisruptionBudget", live: &policyv1.PodDisruptionBudget{}},
+		workload: workload,
+		service:  ownedObject{kind: "Service", live: &corev1.Service{}},
+		pdb:      ownedObject{kind: "PodDisruptionBudget", live: &policyv1.PodDisruptionBudget{}},
 	}
 	key := types.NamespacedName{Namespace: mc.Namespace, Name: mc.Name}
 	for _, o := range cur.all() {
@@ -107,6 +111,8 @@ func (r *MemcachedReconciler) readMetadata(ctx context.Context, key types.Namesp
 	}
 	switch live := o.live.(type) {
 	case *appsv1.Deployment:
+		live.ObjectMeta = m.ObjectMeta
+	case *appsv1.StatefulSet:
 		live.ObjectMeta = m.ObjectMeta
 	case *corev1.Service:
 		live.ObjectMeta = m.ObjectMeta
@@ -165,11 +171,13 @@ func isOwnOrphan(obj client.Object, mc *cachev1alpha1.Memcached) bool {
 	return labels.SelectorFromSet(resources.Labels(mc)).Matches(labels.Set(obj.GetLabels()))
 }
 
-func (o *owned) liveDeployment() *appsv1.Deployment {
-	if !o.deployment.exists {
+// liveWorkload is the Deployment or StatefulSet as the apiserver holds it,
+// or nil when it does not exist.
+func (o *owned) liveWorkload() client.Object {
+	if !o.workload.exists {
 		return nil
 	}
-	return o.deployment.live.(*appsv1.Deployment)
+	return o.workload.live
 }
 
 // resourceExistsError: an object the operator would create exists and is
@@ -193,7 +201,7 @@ func (e *resourceExistsError) Error() string {
 	return fmt.Sprintf("%s %s already exists and is not controlled by this Memcached (%s): the operator leaves it alone; delete or rename it, or rename the Memcached", e.kind, e.name, by)
 }
 
-// applyOwned adds the finalizer and applies the Deployment, Service and
+// applyOwned adds the finalizer and applies the workload, Service and
 // PodDisruptionBudget, all at once: they are independent requests, and a
 // reconcile that waited for each in turn would spend most of its time in
 // round trips. It deletes the budget when it is no longer wanted, and carries
@@ -205,13 +213,17 @@ func (r *MemcachedReconciler) applyOwned(ctx context.Context, before, mc *cachev
 		err     error
 	}
 	var oldReplicas int32
-	if d := cur.liveDeployment(); d != nil {
-		oldReplicas = ptr.Deref(d.Spec.Replicas, 0)
+	if w := workloadOf(cur.liveWorkload()); w != nil {
+		oldReplicas = w.specReplicas
 	}
 	if deleting, err := r.adoptingDuringDeletion(ctx, mc, cur); err != nil || deleting {
 		return err
 	}
-	desired := []runtime.ApplyConfiguration{resources.Deployment(mc, r.Defaults), resources.Service(mc), nil}
+	var workload runtime.ApplyConfiguration = resources.Deployment(mc, r.Defaults)
+	if mc.GetIdentity() == cachev1alpha1.IdentityStable {
+		workload = resources.StatefulSet(mc, r.Defaults)
+	}
+	desired := []runtime.ApplyConfiguration{workload, resources.Service(mc), nil}
 	if pdb := resources.PodDisruptionBudget(mc); pdb != nil {
 		desired[2] = pdb
 	}
@@ -250,9 +262,9 @@ func (r *MemcachedReconciler) applyOwned(ctx context.Context, before, mc *cachev
 			o.exists = true
 		}
 	}
-	if outcomes[0].changed && cur.deployment.exists && !cur.deployment.metadataOnly && oldReplicas != mc.GetSize() && slices.Contains(updated, "Deployment") {
-		r.event(ctx, mc, cur.deployment.live, corev1.EventTypeNormal, EventScaled, "Scale",
-			"scaled Deployment %s from %d to %d pods", mc.Name, oldReplicas, mc.GetSize())
+	if outcomes[0].changed && cur.workload.exists && !cur.workload.metadataOnly && oldReplicas != mc.GetSize() && slices.Contains(updated, cur.workload.kind) {
+		r.event(ctx, mc, cur.workload.live, corev1.EventTypeNormal, EventScaled, "Scale",
+			"scaled %s %s from %d to %d pods", cur.workload.kind, mc.Name, oldReplicas, mc.GetSize())
 	}
 	if desired[2] == nil && cur.pdb.exists {
 		if err := r.deleteOwned(ctx, mc, cur.pdb.live); err != nil {
@@ -322,6 +334,8 @@ func kindOf(obj client.Object) string {
 	switch obj.(type) {
 	case *appsv1.Deployment:
 		return "Deployment"
+	case *appsv1.StatefulSet:
+		return "StatefulSet"
 	case *corev1.Service:
 		return "Service"
 	case *policyv1.PodDisruptionBudget:

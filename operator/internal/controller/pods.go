@@ -157,9 +157,14 @@ func serverOf(p *corev1.Pod) string {
 	return ""
 }
 
-// serverList is the ready pods' entries in address order (numeric, IPv4
-// before IPv6), so it changes only when the set of servers does.
-func serverList(pods []corev1.Pod) []string {
+// serverList is the ready pods' entries: with identity Stable their DNS
+// names in ordinal order, else their addresses in address order (numeric,
+// IPv4 before IPv6). Either way it changes only when the set of servers
+// does.
+func serverList(mc *cachev1alpha1.Memcached, pods []corev1.Pod) []string {
+	if mc.GetIdentity() == cachev1alpha1.IdentityStable {
+		return stableServerList(mc, pods)
+	}
 	type server struct {
 		addr  netip.Addr
 		entry string
@@ -177,6 +182,34 @@ func serverList(pods []corev1.Pod) []string {
 		}
 		return strings.Compare(a.entry, b.entry)
 	})
+	out := make([]string, len(servers))
+	for i, s := range servers {
+		out[i] = s.entry
+	}
+	return out
+}
+
+// stableServerList lists the ready pods of a StatefulSet under their
+// stable names, NAME-i.NAME.NAMESPACE.svc:11211, by ordinal.
+func stableServerList(mc *cachev1alpha1.Memcached, pods []corev1.Pod) []string {
+	type server struct {
+		ordinal int
+		entry   string
+	}
+	var servers []server
+	for i := range pods {
+		if serverOf(&pods[i]) == "" {
+			continue
+		}
+		ordinal, err := strconv.Atoi(strings.TrimPrefix(pods[i].Name, mc.Name+"-"))
+		if err != nil || !strings.HasPrefix(pods[i].Name, mc.Name+"-") {
+			// Not one of the StatefulSet's pods (a pod left from
+			// elsewhere carrying the labels): it has no stable name.
+			continue
+		}
+		servers = append(servers, server{ordinal, resources.StableServer(mc, pods[i].Name)})
+	}
+	slices.SortFunc(servers, func(a, b server) int { return a.ordinal - b.ordinal })
 	out := make([]string, len(servers))
 	for i, s := range servers {
 		out[i] = s.entry
@@ -217,7 +250,7 @@ func (r *MemcachedReconciler) readPods(ctx context.Context, mc *cachev1alpha1.Me
 	if err := r.List(ctx, pods, client.InNamespace(mc.Namespace), client.MatchingFields{podInstanceIndex: mc.Name}); err != nil {
 		return podsReport{}, fmt.Errorf("list pods of %s: %w", mc.Name, err)
 	}
-	report := podsReport{servers: serverList(pods.Items)}
+	report := podsReport{servers: serverList(mc, pods.Items)}
 	if wantTrouble {
 		report.reason, report.message = podsTrouble(pods.Items)
 	}

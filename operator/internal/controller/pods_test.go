@@ -211,10 +211,27 @@ func TestServerList(t *testing.T) {
 		terminating,
 		readyPod("m-e", "fd00::1", true),
 	}
-	g.Expect(serverList(pods)).To(Equal([]string{"10.0.0.9:11211", "10.0.0.10:11211", "[fd00::1]:11211"}))
+	ephemeral := newMemcached("ns", "m", 3)
+	g.Expect(serverList(ephemeral, pods)).To(Equal([]string{"10.0.0.9:11211", "10.0.0.10:11211", "[fd00::1]:11211"}))
 	slices.Reverse(pods)
-	g.Expect(serverList(pods)).To(Equal([]string{"10.0.0.9:11211", "10.0.0.10:11211", "[fd00::1]:11211"}))
-	g.Expect(serverList(nil)).To(BeEmpty())
+	g.Expect(serverList(ephemeral, pods)).To(Equal([]string{"10.0.0.9:11211", "10.0.0.10:11211", "[fd00::1]:11211"}))
+	g.Expect(serverList(ephemeral, nil)).To(BeEmpty())
+
+	// With identity Stable: the pods' DNS names, by ordinal (10 after 2),
+	// whatever their addresses; pods not named NAME-ORDINAL have none.
+	stable := newMemcached("ns", "m", 3)
+	stable.Spec.Identity = cachev1alpha1.IdentityStable
+	stablePods := []corev1.Pod{
+		readyPod("m-10", "10.0.0.1", true),
+		readyPod("m-2", "10.0.0.9", true),
+		readyPod("m-0", "10.0.0.5", true),
+		readyPod("m-1", "10.0.0.6", false),
+		readyPod("m-x", "10.0.0.7", true),
+		readyPod("other-3", "10.0.0.8", true),
+	}
+	g.Expect(serverList(stable, stablePods)).To(Equal([]string{
+		"m-0.m.ns.svc:11211", "m-2.m.ns.svc:11211", "m-10.m.ns.svc:11211",
+	}))
 
 	// Readiness and trouble are what a pod event is passed on for.
 	notReady, ready := readyPod("m-a", "10.0.0.10", false), readyPod("m-a", "10.0.0.10", true)

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -26,12 +24,14 @@ type podsReport struct {
 	reason, message string
 }
 
-// summarize writes mc.Status from the Deployment as the apiserver holds it
-// (nil when it does not exist), from its pods' trouble and from the outcome
+// summarize writes mc.Status from the workload (Deployment or StatefulSet)
+// as the apiserver holds it (nil when it does not exist), from its pods'
+// trouble and from the outcome
 // of this reconcile. It is pure: the same inputs give the same status, so a
 // reconcile that finds nothing new produces an identical status and no
 // write.
-func summarize(mc *cachev1alpha1.Memcached, dep *appsv1.Deployment, pods podsReport, applyErr error) {
+func summarize(mc *cachev1alpha1.Memcached, workload client.Object, pods podsReport, applyErr error) {
+	dep := workloadOf(workload)
 	gen := mc.Generation
 	size := mc.GetSize()
 
@@ -41,8 +41,8 @@ func summarize(mc *cachev1alpha1.Memcached, dep *appsv1.Deployment, pods podsRep
 	mc.Status.ServerList = pods.servers
 	mc.Status.Replicas, mc.Status.ReadyReplicas = 0, 0
 	if dep != nil {
-		mc.Status.Replicas = dep.Status.Replicas
-		mc.Status.ReadyReplicas = dep.Status.ReadyReplicas
+		mc.Status.Replicas = dep.replicas
+		mc.Status.ReadyReplicas = dep.ready
 	}
 
 	set := func(condType string, status metav1.ConditionStatus, reason, message string) {
@@ -67,22 +67,26 @@ func summarize(mc *cachev1alpha1.Memcached, dep *appsv1.Deployment, pods podsRep
 		set(cachev1alpha1.ConditionStalled, metav1.ConditionFalse, cachev1alpha1.ReasonAsExpected, "Nothing blocks progress.")
 	}
 
-	if dep == nil {
-		set(cachev1alpha1.ConditionAvailable, metav1.ConditionFalse, cachev1alpha1.ReasonMinimumReplicasUnavailable, "The Deployment does not exist.")
-	} else if c := deploymentCondition(dep, appsv1.DeploymentAvailable); c != nil && c.Status == corev1.ConditionTrue {
-		set(cachev1alpha1.ConditionAvailable, metav1.ConditionTrue, cachev1alpha1.ReasonMinimumReplicasAvailable, fmt.Sprintf("%d of %d pods are available.", dep.Status.AvailableReplicas, size))
-	} else {
-		set(cachev1alpha1.ConditionAvailable, metav1.ConditionFalse, cachev1alpha1.ReasonMinimumReplicasUnavailable, fmt.Sprintf("%d of %d pods are available.", dep.Status.AvailableReplicas, size))
+	switch {
+	case dep == nil:
+		set(cachev1alpha1.ConditionAvailable, metav1.ConditionFalse, cachev1alpha1.ReasonMinimumReplicasUnavailable, fmt.Sprintf("The %s does not exist.", workloadKind(mc)))
+	case dep.availableOK:
+		set(cachev1alpha1.ConditionAvailable, metav1.ConditionTrue, cachev1alpha1.ReasonMinimumReplicasAvailable, fmt.Sprintf("%d of %d pods are available.", dep.available, size))
+	default:
+		set(cachev1alpha1.ConditionAvailable, metav1.ConditionFalse, cachev1alpha1.ReasonMinimumReplicasUnavailable, fmt.Sprintf("%d of %d pods are available.", dep.available, size))
 	}
 
 	rolloutReason, rolloutMessage := rollout(dep, size)
+	if dep == nil {
+		rolloutMessage = fmt.Sprintf("The %s does not exist yet.", workloadKind(mc))
+	}
 	switch {
 	case mc.Spec.Paused:
-		set(cachev1alpha1.ConditionProgressing, metav1.ConditionFalse, cachev1alpha1.ReasonPaused, "spec.paused is true: the operator leaves the Deployment, Service and PodDisruptionBudget as they are.")
+		set(cachev1alpha1.ConditionProgressing, metav1.ConditionFalse, cachev1alpha1.ReasonPaused, fmt.Sprintf("spec.paused is true: the operator leaves the %s, Service and PodDisruptionBudget as they are.", workloadKind(mc)))
 	case rolloutReason != "":
 		set(cachev1alpha1.ConditionProgressing, metav1.ConditionTrue, rolloutReason, rolloutMessage)
 	default:
-		set(cachev1alpha1.ConditionProgressing, metav1.ConditionFalse, cachev1alpha1.ReasonComplete, "The Deployment matches the spec.")
+		set(cachev1alpha1.ConditionProgressing, metav1.ConditionFalse, cachev1alpha1.ReasonComplete, fmt.Sprintf("The %s matches the spec.", workloadKind(mc)))
 	}
 
 	switch {
@@ -110,7 +114,7 @@ func summarize(mc *cachev1alpha1.Memcached, dep *appsv1.Deployment, pods podsRep
 // may pass. So do pods the scheduler or the kubelet refuses: both retry on
 // their own, until the rollout deadline turns it into a stall, whose
 // message then carries the pods' reason too.
-func degraded(dep *appsv1.Deployment, pods podsReport, applyErr error) (reason, message string, stalled bool) {
+func degraded(dep *workloadState, pods podsReport, applyErr error) (reason, message string, stalled bool) {
 	if applyErr != nil {
 		var taken *resourceExistsError
 		var secret *secretcheck.Problem
@@ -129,49 +133,19 @@ func degraded(dep *appsv1.Deployment, pods podsReport, applyErr error) (reason, 
 	if dep == nil {
 		return "", "", false
 	}
-	if c := deploymentCondition(dep, appsv1.DeploymentReplicaFailure); c != nil && c.Status == corev1.ConditionTrue {
-		return cachev1alpha1.ReasonReplicaFailure, fmt.Sprintf("The Deployment cannot create pods: %s", c.Message), true
+	if dep.replicaFailure != "" {
+		return cachev1alpha1.ReasonReplicaFailure, fmt.Sprintf("The %s cannot create pods: %s", dep.kind, dep.replicaFailure), true
 	}
-	if c := deploymentCondition(dep, appsv1.DeploymentProgressing); c != nil &&
-		c.Status == corev1.ConditionFalse && c.Reason == cachev1alpha1.ReasonProgressDeadlineExceeded {
+	if dep.progressDeadlineMessage != "" {
 		if pods.reason != "" {
-			return cachev1alpha1.ReasonProgressDeadlineExceeded, c.Message + " " + pods.message, true
+			return cachev1alpha1.ReasonProgressDeadlineExceeded, dep.progressDeadlineMessage + " " + pods.message, true
 		}
-		return cachev1alpha1.ReasonProgressDeadlineExceeded, c.Message, true
+		return cachev1alpha1.ReasonProgressDeadlineExceeded, dep.progressDeadlineMessage, true
 	}
 	if pods.reason != "" {
 		return pods.reason, pods.message, false
 	}
 	return "", "", false
-}
-
-// rollout returns a reason and message while the Deployment has not reached
-// size updated, ready pods and nothing else; empty strings when it has.
-func rollout(dep *appsv1.Deployment, size int32) (string, string) {
-	switch s := dep; {
-	case s == nil:
-		return cachev1alpha1.ReasonWaitingForDeployment, "The Deployment does not exist yet."
-	case s.Status.ObservedGeneration < s.Generation:
-		return cachev1alpha1.ReasonWaitingForDeployment, fmt.Sprintf("The Deployment controller has not yet observed generation %d of the Deployment.", s.Generation)
-	case s.Spec.Replicas != nil && *s.Spec.Replicas != size:
-		return cachev1alpha1.ReasonScaling, fmt.Sprintf("The Deployment asks for %d pods, the spec for %d.", *s.Spec.Replicas, size)
-	case s.Status.UpdatedReplicas < size:
-		return cachev1alpha1.ReasonRollingOut, fmt.Sprintf("%d of %d pods run the current pod template.", s.Status.UpdatedReplicas, size)
-	case s.Status.Replicas > size:
-		return cachev1alpha1.ReasonRollingOut, fmt.Sprintf("%d old pods are still terminating.", s.Status.Replicas-size)
-	case s.Status.ReadyReplicas < size || s.Status.AvailableReplicas < size:
-		return cachev1alpha1.ReasonScaling, fmt.Sprintf("%d of %d pods are ready.", s.Status.ReadyReplicas, size)
-	}
-	return "", ""
-}
-
-func deploymentCondition(dep *appsv1.Deployment, t appsv1.DeploymentConditionType) *appsv1.DeploymentCondition {
-	for i := range dep.Status.Conditions {
-		if dep.Status.Conditions[i].Type == t {
-			return &dep.Status.Conditions[i]
-		}
-	}
-	return nil
 }
 
 // patchStatus writes status if the reconcile changed it, and reports
@@ -215,4 +189,12 @@ func (r *MemcachedReconciler) patchStatus(ctx context.Context, before, mc *cache
 func wasPaused(mc *cachev1alpha1.Memcached) bool {
 	c := meta.FindStatusCondition(mc.Status.Conditions, cachev1alpha1.ConditionProgressing)
 	return c != nil && c.Reason == cachev1alpha1.ReasonPaused
+}
+
+// workloadKind is the kind of the workload that runs mc's pods.
+func workloadKind(mc *cachev1alpha1.Memcached) string {
+	if mc.GetIdentity() == cachev1alpha1.IdentityStable {
+		return "StatefulSet"
+	}
+	return "Deployment"
 }

@@ -45,6 +45,24 @@ func TestInvalidSpecsAreRejected(t *testing.T) {
 		mutate  func(*cachev1alpha1.Memcached)
 		message []string
 	}{
+		{"warm restart without stable identities", 1, cfg(cachev1alpha1.MemcachedConfig{WarmRestart: &cachev1alpha1.WarmRestartSpec{Enabled: true}}),
+			[]string{"spec.memcached.warmRestart needs spec.identity: Stable"}},
+		{"a stable name too long for the StatefulSet's labels", 1, func(m *cachev1alpha1.Memcached) {
+			m.Name = strings.Repeat("s", cachev1alpha1.MaxStableNameLength+1)
+			m.Spec.Identity = cachev1alpha1.IdentityStable
+		}, []string{"spec.identity: Stable must be at most 52 characters"}},
+		{"an unknown identity", 1, func(m *cachev1alpha1.Memcached) { m.Spec.Identity = "Sticky" }, []string{"spec.identity", "Unsupported value"}},
+		{"warm restart in too little memory for its slab pages", 1, func(m *cachev1alpha1.Memcached) {
+			m.Spec.Identity = cachev1alpha1.IdentityStable
+			m.Spec.Memcached = &cachev1alpha1.MemcachedConfig{MaxMemoryMB: ptr.To[int32](32), WarmRestart: &cachev1alpha1.WarmRestartSpec{Enabled: true}}
+		}, []string{"spec.memcached.warmRestart needs maxMemoryMB of at least 64"}},
+		{"a drain longer than five minutes", 1, ha(cachev1alpha1.HighAvailabilitySpec{DrainSeconds: ptr.To[int32](301)}), []string{"spec.highAvailability.drainSeconds"}},
+		{"a warm restart storage class that is no name", 1, func(m *cachev1alpha1.Memcached) {
+			m.Spec.Identity = cachev1alpha1.IdentityStable
+			m.Spec.Memcached = &cachev1alpha1.MemcachedConfig{WarmRestart: &cachev1alpha1.WarmRestartSpec{Enabled: true, StorageClassName: ptr.To("RAM Disk")}}
+		}, []string{"spec.memcached.warmRestart.storageClassName must be the name of a StorageClass"}},
+		{"extstore's -o ext_path, which warm restart cannot be combined with", 1, extraArgs("-o", "ext_path=/data/extstore:1G"), []string{"spec.memcached.extraArgs"}},
+		{"a memory file of one's own", 1, extraArgs("-e", "/tmp/memory"), []string{"spec.memcached.extraArgs"}},
 		{"security with neither tls nor auth", 1, func(m *cachev1alpha1.Memcached) { m.Spec.Security = &cachev1alpha1.SecuritySpec{} }, []string{"spec.security must set tls, auth or both"}},
 		{"plaintext port on the TLS port", 1, func(m *cachev1alpha1.Memcached) {
 			m.Spec.Security = &cachev1alpha1.SecuritySpec{TLS: &cachev1alpha1.TLSSpec{SecretName: "tls", PlaintextPort: ptr.To[int32](11211)}}
@@ -189,6 +207,9 @@ func TestDefaultsAreApplied(t *testing.T) {
 	g.Expect(cur.Spec.Memcached.MaxConnections).To(HaveValue(Equal(int32(1024))))
 	g.Expect(cur.Spec.Memcached.Threads).To(HaveValue(Equal(int32(4))))
 	g.Expect(cur.Spec.HighAvailability.AntiAffinity).To(Equal(cachev1alpha1.AntiAffinitySoft))
+	g.Expect(cur.Spec.HighAvailability.MinReadySeconds).To(HaveValue(Equal(cachev1alpha1.DefaultMinReadySeconds)))
+	g.Expect(cur.Spec.HighAvailability.DrainSeconds).To(HaveValue(Equal(cachev1alpha1.DefaultDrainSeconds)))
+	g.Expect(cur.Spec.Identity).To(Equal(cachev1alpha1.IdentityEphemeral))
 
 	noSize := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",

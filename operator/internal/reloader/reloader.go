@@ -1,4 +1,5 @@
-// Package reloader is the sidecar of a Memcached with spec.security. The
+// Package reloader is the sidecar of a Memcached with spec.security or
+// warm restart (which WarmStop serves, in warmstop.go). The
 // kubelet rewrites a mounted Secret in place when it changes (cert-manager
 // renewing a certificate, a password rotated); memcached, though, reads its
 // certificate and its password file only at start, and restarting it would
@@ -56,6 +57,10 @@ type Config struct {
 	ExporterListenAddress string
 	// Interval between two looks at the files.
 	Interval time.Duration
+	// MemoryFile is memcached's memory file (-e) with warm restart; empty
+	// without. Run does not use it: the caller runs WarmStop when the pod
+	// stops.
+	MemoryFile string
 	// Signal sends SIGHUP to memcached; nil uses SignalMemcached.
 	Signal func() error
 	Log    *slog.Logger
@@ -66,7 +71,11 @@ type Config struct {
 // starting. A failed load is retried on the next pass.
 func Run(ctx context.Context, cfg Config) error {
 	if cfg.TLSDir == "" && cfg.AuthFile == "" {
-		return errors.New("nothing to watch: give --tls-dir, --auth-file or both")
+		if cfg.MemoryFile == "" {
+			return errors.New("nothing to do: give --tls-dir, --auth-file, --memory-file or several")
+		}
+		<-ctx.Done()
+		return nil
 	}
 	if cfg.Signal == nil {
 		cfg.Signal = func() error { return SignalMemcached(cfg.AuthFile, syscall.SIGHUP) }
@@ -287,11 +296,29 @@ func Authenticate(conn net.Conn, r *bufio.Reader, user, password string) error {
 // off any other memcached this process can see: a memcached still
 // starting has no SIGHUP handler yet and would die of one.
 func SignalMemcached(authFile string, sig syscall.Signal) error {
-	entries, err := os.ReadDir("/proc")
+	pids, err := memcachedPIDs(func(args []string) bool { return takesFile(args, authFile, "-Y", "--auth-file") })
 	if err != nil {
 		return err
 	}
-	found := false
+	if len(pids) == 0 {
+		return fmt.Errorf("no memcached reading %s is visible: the pod must share its process namespace (spec.shareProcessNamespace)", authFile)
+	}
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, sig); err != nil {
+			return fmt.Errorf("signal memcached (pid %d): %w", pid, err)
+		}
+	}
+	return nil
+}
+
+// memcachedPIDs lists the visible memcached processes whose arguments
+// match.
+func memcachedPIDs(match func(args []string) bool) ([]int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -302,29 +329,22 @@ func SignalMemcached(authFile string, sig syscall.Signal) error {
 			continue
 		}
 		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil || !readsAuthFile(cmdline, authFile) {
+		if err != nil || !match(strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")) {
 			continue
 		}
-		if err := syscall.Kill(pid, sig); err != nil {
-			return fmt.Errorf("signal memcached (pid %d): %w", pid, err)
-		}
-		found = true
+		pids = append(pids, pid)
 	}
-	if !found {
-		return fmt.Errorf("no memcached reading %s is visible: the pod must share its process namespace (spec.shareProcessNamespace)", authFile)
-	}
-	return nil
+	return pids, nil
 }
 
-// readsAuthFile reports whether a NUL-separated command line gives
-// memcached authFile as its password file, in any spelling getopt_long
-// reads: -Y FILE, -YFILE, --auth-file FILE, --auth-file=FILE.
-func readsAuthFile(cmdline []byte, authFile string) bool {
-	args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
+// takesFile reports whether memcached's arguments give it file with the
+// option short or long, in any spelling getopt_long reads: -Y FILE,
+// -YFILE, --auth-file FILE, --auth-file=FILE.
+func takesFile(args []string, file, short, long string) bool {
 	for i, a := range args {
 		switch {
-		case (a == "-Y" || a == "--auth-file") && i+1 < len(args) && args[i+1] == authFile,
-			a == "-Y"+authFile, a == "--auth-file="+authFile:
+		case (a == short || a == long) && i+1 < len(args) && args[i+1] == file,
+			a == short+file, a == long+"="+file:
 			return true
 		}
 	}

@@ -39,27 +39,50 @@ const (
 	hostnameTopologyKey = "kubernetes.io/hostname"
 )
 
-// Deployment returns the Deployment that runs the memcached pods. Its name is
-// the Memcached's name, as in the operator-sdk tutorial the API comes from.
+// Deployment returns the Deployment that runs the memcached pods of a
+// Memcached with identity Ephemeral. Its name is the Memcached's name, as in
+// the operator-sdk tutorial the API comes from.
 func Deployment(m *cachev1alpha1.Memcached, opts Options) *appsv1ac.DeploymentApplyConfiguration {
 	labels := Labels(m)
+	return withDesiredHash(appsv1ac.Deployment(m.Name, m.Namespace).
+		WithLabels(labels).
+		WithOwnerReferences(ownerReference(m)).
+		WithSpec(appsv1ac.DeploymentSpec().
+			WithReplicas(m.GetSize()).
+			WithMinReadySeconds(m.MinReadySeconds()).
+			WithRevisionHistoryLimit(ptr.Deref(m.Spec.RevisionHistoryLimit, cachev1alpha1.DefaultRevisionHistoryLimit)).
+			WithStrategy(rolloutStrategy(m)).
+			WithSelector(metav1ac.LabelSelector().WithMatchLabels(SelectorLabels(m))).
+			WithTemplate(podTemplate(m, opts))))
+}
+
+// podTemplate is the memcached pod of either workload kind.
+func podTemplate(m *cachev1alpha1.Memcached, opts Options) *corev1ac.PodTemplateSpecApplyConfiguration {
 	args := MemcachedArgs(m)
 	volumes, mounts := securityVolumes(m)
+	memcached := memcachedContainerSpec(m, opts, args).WithVolumeMounts(mounts...)
+	if m.WarmRestart() != nil {
+		memcached.WithVolumeMounts(corev1ac.VolumeMount().WithName(MemoryFileVolume).WithMountPath(MemoryFileMountPath))
+	}
 	pod := corev1ac.PodSpec().
 		WithEnableServiceLinks(false).
 		WithAutomountServiceAccountToken(false).
 		WithSecurityContext(podSecurityContext(m)).
 		WithVolumes(volumes...).
-		WithContainers(memcachedContainerSpec(m, opts, args).WithVolumeMounts(mounts...))
+		WithContainers(memcached)
 	if exporter := exporterContainerSpec(m, opts); exporter != nil {
 		pod.WithContainers(exporter)
 	}
 	if reloader := reloaderContainerSpec(m, opts, mounts); reloader != nil {
 		pod.WithContainers(reloader)
 	}
-	if authSpec(m) != nil {
+	if grace := terminationGracePeriodSeconds(m); grace > corev1.DefaultTerminationGracePeriodSeconds {
+		pod.WithTerminationGracePeriodSeconds(grace)
+	}
+	if authSpec(m) != nil || m.WarmRestart() != nil {
 		// The reloader makes memcached reread its password file with
-		// SIGHUP, so it must see memcached's process.
+		// SIGHUP and save its memory file with SIGUSR1, so it must see
+		// memcached's process.
 		pod.WithShareProcessNamespace(true)
 	}
 	if m.Spec.ImagePullPolicy != "" {
@@ -96,17 +119,30 @@ func Deployment(m *cachev1alpha1.Memcached, opts Options) *appsv1ac.DeploymentAp
 		// The user's first, so that the operator's own keys always win.
 		template.WithLabels(pm.Labels).WithAnnotations(pm.Annotations)
 	}
-	template.WithLabels(labels).WithAnnotations(map[string]string{ConfigHashAnnotation: ConfigHash(args)})
+	return template.WithLabels(Labels(m)).WithAnnotations(map[string]string{ConfigHashAnnotation: ConfigHash(args)})
+}
 
-	return withDesiredHash(appsv1ac.Deployment(m.Name, m.Namespace).
-		WithLabels(labels).
-		WithOwnerReferences(ownerReference(m)).
-		WithSpec(appsv1ac.DeploymentSpec().
-			WithReplicas(m.GetSize()).
-			WithRevisionHistoryLimit(ptr.Deref(m.Spec.RevisionHistoryLimit, cachev1alpha1.DefaultRevisionHistoryLimit)).
-			WithStrategy(rolloutStrategy(m)).
-			WithSelector(metav1ac.LabelSelector().WithMatchLabels(SelectorLabels(m))).
-			WithTemplate(template)))
+// warmStopSeconds is how long memcached gets, after the drain, to save its
+// memory file on SIGUSR1 before the kubelet's SIGTERM; SIGTERM during the
+// save would make it skip the save.
+const warmStopSeconds = 5
+
+// terminationGracePeriodSeconds covers the drain (the preStop sleep), the
+// warm stop, and ten seconds for memcached to close its connections. It is
+// written only when it exceeds the default, 30 seconds.
+func terminationGracePeriodSeconds(m *cachev1alpha1.Memcached) int64 {
+	return int64(preStopSeconds(m)) + 10
+}
+
+// preStopSeconds is how long the memcached container's preStop hook
+// sleeps: the drain, then with warm restart the time the reloader's
+// SIGUSR1 gives memcached to save its items.
+func preStopSeconds(m *cachev1alpha1.Memcached) int32 {
+	seconds := m.DrainSeconds()
+	if m.WarmRestart() != nil {
+		seconds += warmStopSeconds
+	}
+	return seconds
 }
 
 // rolloutStrategy replaces pods in place: a new cache pod starts empty, so a
@@ -161,10 +197,11 @@ func podSecurityContext(m *cachev1alpha1.Memcached) *corev1ac.PodSecurityContext
 		WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))
 	if userIDPolicy(m) == cachev1alpha1.UserIDFixed {
 		sc.WithRunAsUser(cachev1alpha1.MemcachedUID).WithRunAsGroup(cachev1alpha1.MemcachedUID)
-		if m.Spec.Security != nil {
+		if m.Spec.Security != nil || m.WarmRestart() != nil {
 			// Group-owns the mounted Secrets, so that their files can be
-			// 0440. Only set with spec.security: a new field in every
-			// pod template would roll every existing cache on upgrade.
+			// 0440, and the memory file's volume, so that memcached can
+			// write it. Only set with either: a new field in every pod
+			// template would roll every existing cache on upgrade.
 			sc.WithFSGroup(cachev1alpha1.MemcachedUID)
 		}
 	}
@@ -201,6 +238,9 @@ func MemcachedArgs(m *cachev1alpha1.Memcached) []string {
 	}
 	if cfg.Verbosity > 0 {
 		args = append(args, "-"+strings.Repeat("v", int(cfg.Verbosity)))
+	}
+	if m.WarmRestart() != nil {
+		args = append(args, "-e", MemoryFile)
 	}
 	args = append(args, securityArgs(m)...)
 	return append(args, cfg.ExtraArgs...)
@@ -246,7 +286,15 @@ func memcachedContainerSpec(m *cachev1alpha1.Memcached, opts Options, args []str
 	}
 	// The probes open and close a TCP connection, which a TLS listener
 	// accepts like any other: they need no certificate.
+	//
+	// A stopping pod leaves the Service's endpoints and status.serverList
+	// at once, but clients notice only when they next look; the preStop
+	// sleep keeps memcached serving until they have. The kubelet's own
+	// sleep action needs nothing from the image.
 	return c.
+		WithLifecycle(corev1ac.Lifecycle().
+			WithPreStop(corev1ac.LifecycleHandler().
+				WithSleep(corev1ac.SleepAction().WithSeconds(int64(preStopSeconds(m)))))).
 		WithResources(memcachedResources(m)).
 		WithSecurityContext(restrictedContainerSecurityContext()).
 		WithReadinessProbe(corev1ac.Probe().

@@ -146,9 +146,9 @@ func securityVolumes(m *cachev1alpha1.Memcached) ([]*corev1ac.VolumeApplyConfigu
 
 // ReloaderArgs are the reloader's arguments. With auth and the exporter,
 // the reloader also listens on the pod's loopback for the exporter and
-// authenticates its connections. The manager image's
-// entrypoint is the manager, which runs the reloader for its first
-// argument "reload".
+// authenticates its connections; with warm restart it makes memcached save
+// its memory file when the pod stops. The manager image's entrypoint is
+// the manager, which runs the reloader for its first argument "reload".
 func ReloaderArgs(m *cachev1alpha1.Memcached) []string {
 	args := []string{"reload"}
 	address := "127.0.0.1:" + strconv.Itoa(cachev1alpha1.MemcachedPort)
@@ -162,15 +162,19 @@ func ReloaderArgs(m *cachev1alpha1.Memcached) []string {
 			args = append(args, "--exporter-listen-address=127.0.0.1:"+strconv.Itoa(cachev1alpha1.ExporterAuthPort))
 		}
 	}
+	if m.WarmRestart() != nil {
+		args = append(args, "--memory-file="+MemoryFile, "--drain="+strconv.Itoa(int(m.DrainSeconds()))+"s")
+	}
 	return append(args, "--memcached-address="+address)
 }
 
 // reloaderContainerSpec is the sidecar that makes memcached load a rotated
 // certificate (refresh_certs) or password file (SIGHUP) in place, so that
-// a rotation keeps every key. It runs the operator's own image, so its
+// a rotation keeps every key, and, with warm restart, save its items
+// (SIGUSR1) when the pod stops. It runs the operator's own image, so its
 // version always matches the operator that wrote the pod.
 func reloaderContainerSpec(m *cachev1alpha1.Memcached, opts Options, mounts []*corev1ac.VolumeMountApplyConfiguration) *corev1ac.ContainerApplyConfiguration {
-	if m.Spec.Security == nil {
+	if m.Spec.Security == nil && m.WarmRestart() == nil {
 		return nil
 	}
 	return corev1ac.Container().
