@@ -238,6 +238,10 @@ bench: tools build ## Measure the operator against the equal-work and objects-on
 bench-10k: tools build ## The same at N=10,000, one run, keeping the other figures in docs/benchmarks.md (~20 min).
 	go run ./test/bench/cmd/bench -n 10000 -runs 1 -krm=false $(BENCH_ARGS)
 
+.PHONY: hit-ratio
+hit-ratio: tools build test-deps ## Measure on 3 real nodes (root) how many keys each identity keeps through a pod replacement, a rollout and scaling, with a ketama client over status.serverList; writes docs/hit-ratio.md (~6 min).
+	cd test && HIT_RATIO_DOC=$(CURDIR)/docs/hit-ratio.md go test ./e2e -run 'TestRealNodes$$' -count=1 -timeout 30m
+
 .PHONY: chaos
 chaos: tools build ## Break the operator's world on purpose (leader kill, control-plane outage, 1,000 drift events, lost RBAC, admission, upgrade, 5,000 CRs, 1M fuzz execs); writes docs/reliability.md (~1 h).
 	go run ./test/chaos/cmd/chaos $(CHAOS_ARGS)

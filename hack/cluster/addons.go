@@ -13,10 +13,10 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 )
 
-// corednsPort is where CoreDNS listens in its pod: above 1024, so that it
+// CoreDNSPort is where CoreDNS listens in its pod: above 1024, so that it
 // runs as non-root without capabilities; the kube-dns Service maps 53 to
 // it.
-const corednsPort = 1053
+const CoreDNSPort = 1053
 
 // Corefile answers cluster.local from the API and nothing else: there is
 // no upstream to forward to.
@@ -97,8 +97,8 @@ func CoreDNSObjects(img string) []any {
 							Image: img,
 							Args:  []string{"-conf", "/etc/coredns/Corefile"},
 							Ports: []corev1.ContainerPort{
-								{Name: "dns", ContainerPort: corednsPort, Protocol: corev1.ProtocolUDP},
-								{Name: "dns-tcp", ContainerPort: corednsPort, Protocol: corev1.ProtocolTCP},
+								{Name: "dns", ContainerPort: CoreDNSPort, Protocol: corev1.ProtocolUDP},
+								{Name: "dns-tcp", ContainerPort: CoreDNSPort, Protocol: corev1.ProtocolTCP},
 							},
 							Resources: corev1.ResourceRequirements{
 								Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
@@ -124,8 +124,8 @@ func CoreDNSObjects(img string) []any {
 				ClusterIP: DNSServiceIP,
 				Selector:  labels,
 				Ports: []corev1.ServicePort{
-					{Name: "dns", Port: 53, TargetPort: intstr.FromInt32(corednsPort), Protocol: corev1.ProtocolUDP},
-					{Name: "dns-tcp", Port: 53, TargetPort: intstr.FromInt32(corednsPort), Protocol: corev1.ProtocolTCP},
+					{Name: "dns", Port: 53, TargetPort: intstr.FromInt32(CoreDNSPort), Protocol: corev1.ProtocolUDP},
+					{Name: "dns-tcp", Port: 53, TargetPort: intstr.FromInt32(CoreDNSPort), Protocol: corev1.ProtocolTCP},
 				},
 			},
 		},

@@ -171,8 +171,8 @@ func TestCoreDNSObjects(t *testing.T) {
 		t.Fatalf("kube-dns Service: %+v", svc)
 	}
 	for _, p := range svc.Spec.Ports {
-		if p.Port != 53 || p.TargetPort.IntVal != corednsPort {
-			t.Errorf("port %+v: want 53 to %d", p, corednsPort)
+		if p.Port != 53 || p.TargetPort.IntVal != CoreDNSPort {
+			t.Errorf("port %+v: want 53 to %d", p, CoreDNSPort)
 		}
 	}
 	pod := dep.Spec.Template.Spec

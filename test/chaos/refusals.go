@@ -154,14 +154,21 @@ func (e *Env) removeVerb(group, resource, verb string) (func() error, error) {
 	}
 	original := role.DeepCopy()
 	found := false
-	for i, rule := range role.Rules {
-		if slices.Contains(rule.APIGroups, group) && slices.Contains(rule.Resources, resource) && slices.Contains(rule.Verbs, verb) {
-			if len(rule.Resources) > 1 {
-				return nil, fmt.Errorf("the rule for %s also covers %v: split it first", resource, rule.Resources)
-			}
-			role.Rules[i].Verbs = slices.DeleteFunc(slices.Clone(rule.Verbs), func(v string) bool { return v == verb })
-			found = true
+	for i, rule := range slices.Clone(role.Rules) {
+		if !slices.Contains(rule.APIGroups, group) || !slices.Contains(rule.Resources, resource) || !slices.Contains(rule.Verbs, verb) {
+			continue
 		}
+		without := slices.DeleteFunc(slices.Clone(rule.Verbs), func(v string) bool { return v == verb })
+		if len(rule.Resources) == 1 {
+			role.Rules[i].Verbs = without
+		} else {
+			// A rule shared with other resources (controller-gen merges
+			// rules with the same verbs) is split: the others keep it
+			// whole, resource gets its own rule without the verb.
+			role.Rules[i].Resources = slices.DeleteFunc(slices.Clone(rule.Resources), func(r string) bool { return r == resource })
+			role.Rules = append(role.Rules, rbacv1.PolicyRule{APIGroups: rule.APIGroups, Resources: []string{resource}, Verbs: without})
+		}
+		found = true
 	}
 	if !found {
 		return nil, fmt.Errorf("ClusterRole %s grants no %s on %s", names.ManagerRole, verb, resource)

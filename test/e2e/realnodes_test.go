@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -222,6 +223,20 @@ spec: {size: 1, image: %q, podSecurity: {userID: Platform}}
 		}
 		return nil
 	})
+
+	// How many keys each mode keeps through a pod replacement, a rollout
+	// and scaling, with a client sharding over status.serverList.
+	start = time.Now()
+	rows := hitRatioOnRealNodes(t, k, c, rebuilt)
+	checkHitRatios(t, rows)
+	t.Logf("hit ratio of 3 modes through 4 events in %v", time.Since(start).Round(time.Second))
+	if path := os.Getenv("HIT_RATIO_DOC"); path != "" && !t.Failed() {
+		commit, _ := exec.Command("git", "-C", root, "rev-parse", "--short=12", "HEAD").Output()
+		if err := os.WriteFile(path, []byte(hitRatioMarkdown(rows, strings.TrimSpace(string(commit)), time.Now())), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("wrote %s", path)
+	}
 
 	securedCacheOnRealNodes(t, k, c, images)
 }

@@ -11,13 +11,17 @@ package memcached_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -35,6 +39,7 @@ import (
 	"github.com/example/memcached-operator/test/internal/cluster"
 	"github.com/example/memcached-operator/test/internal/memcached"
 	"github.com/example/memcached-operator/test/internal/names"
+	"github.com/example/memcached-operator/test/internal/proc"
 	"github.com/example/memcached-operator/test/internal/repo"
 	"github.com/example/memcached-operator/test/internal/run"
 )
@@ -108,6 +113,21 @@ func startHarness(t *testing.T, namespace string) *harness {
 // without being stalled or degraded, and returns the Deployment as the
 // apiserver holds it.
 func (h *harness) waitDeployment(ctx context.Context, mc *cachev1alpha1.Memcached, timeout time.Duration) (*appsv1.Deployment, error) {
+	w, err := h.waitWorkload(ctx, mc, timeout)
+	if err != nil {
+		return nil, err
+	}
+	d, ok := w.(*appsv1.Deployment)
+	if !ok {
+		return nil, fmt.Errorf("%s runs as a %T, not a Deployment", mc.Name, w)
+	}
+	return d, nil
+}
+
+// waitWorkload waits for the operator to apply the Memcached's workload, a
+// Deployment or (identity Stable) a StatefulSet, without being stalled or
+// degraded, and returns it as the apiserver holds it.
+func (h *harness) waitWorkload(ctx context.Context, mc *cachev1alpha1.Memcached, timeout time.Duration) (client.Object, error) {
 	deadline := time.Now().Add(timeout)
 	key := types.NamespacedName{Namespace: mc.Namespace, Name: mc.Name}
 	var last error
@@ -121,14 +141,17 @@ func (h *harness) waitDeployment(ctx context.Context, mc *cachev1alpha1.Memcache
 				return nil, fmt.Errorf("%s: %s: %s", condType, c.Reason, c.Message)
 			}
 		}
-		d := &appsv1.Deployment{}
-		last = h.c.Get(ctx, key, d)
+		var w client.Object = &appsv1.Deployment{}
+		if cur.GetIdentity() == cachev1alpha1.IdentityStable {
+			w = &appsv1.StatefulSet{}
+		}
+		last = h.c.Get(ctx, key, w)
 		if last == nil && cur.Status.ObservedGeneration == cur.Generation {
-			return d, nil
+			return w, nil
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return nil, fmt.Errorf("no Deployment after %v: %w", timeout, last)
+	return nil, fmt.Errorf("no Deployment or StatefulSet after %v: %w", timeout, last)
 }
 
 // create creates mc and returns the Deployment the operator writes for
@@ -153,19 +176,40 @@ type podRun struct {
 	tls      bool
 	auth     bool
 	reloader bool
+	warm     bool
 }
 
-// runPodTemplate admits a Pod from the Deployment's template, then runs its
-// containers for real and checks that they work as the spec asked.
-func (h *harness) runPodTemplate(ctx context.Context, d *appsv1.Deployment) (podRun, error) {
+// runPodTemplate admits a Pod from the workload's template, then runs its
+// containers for real and checks that they work as the spec asked. The
+// claims of a StatefulSet's claim templates are local directories; with
+// warm restart, memcached must keep its items through the real reloader's
+// warm stop and a start on the same memory file.
+func (h *harness) runPodTemplate(ctx context.Context, workload client.Object) (podRun, error) {
 	var res podRun
-	if err := cluster.PodAdmitted(ctx, h.c, d.Namespace, d.Spec.Template); err != nil {
+	var template corev1.PodTemplateSpec
+	var claims []corev1.PersistentVolumeClaim
+	switch w := workload.(type) {
+	case *appsv1.Deployment:
+		template = w.Spec.Template
+	case *appsv1.StatefulSet:
+		template, claims = *w.Spec.Template.DeepCopy(), w.Spec.VolumeClaimTemplates
+		// The StatefulSet controller gives pod i a volume per claim
+		// template, bound to the claim TEMPLATE-NAME-i.
+		for _, claim := range claims {
+			template.Spec.Volumes = append(template.Spec.Volumes, corev1.Volume{Name: claim.Name, VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim.Name + "-" + w.Name + "-0"},
+			}})
+		}
+	default:
+		return res, fmt.Errorf("%T is no workload", workload)
+	}
+	if err := cluster.PodAdmitted(ctx, h.c, workload.GetNamespace(), template); err != nil {
 		return res, err
 	}
-	pod := d.Spec.Template.Spec
+	pod := template.Spec
 	main := container(pod, "memcached")
 	if main == nil {
-		return res, fmt.Errorf("no memcached container in %s", d.Name)
+		return res, fmt.Errorf("no memcached container in %s", workload.GetName())
 	}
 	if len(main.Command) > 0 {
 		return res, fmt.Errorf("container command %q: the official image's entrypoint runs memcached with the args", main.Command)
@@ -176,6 +220,11 @@ func (h *harness) runPodTemplate(ctx context.Context, d *appsv1.Deployment) (pod
 		return res, err
 	}
 	defer cleanup()
+	claimed, err := claimVolumes(claims, main, id, access)
+	defer func() { _ = os.RemoveAll(claimed) }()
+	if err != nil {
+		return res, err
+	}
 	srv, err := memcached.TryStart(main.Args, id, freePort(), access)
 	if err != nil {
 		return res, err
@@ -205,6 +254,7 @@ func (h *harness) runPodTemplate(ctx context.Context, d *appsv1.Deployment) (pod
 	for podPort, local := range srv.Ports {
 		listening[podPort] = "127.0.0.1:" + strconv.Itoa(local)
 	}
+	var reloader *proc.Process
 	if r := container(pod, "reloader"); r != nil {
 		res.reloader = true
 		p, listeners, err := startReloader(r.Args, access.Mounts, srv.PlainAddr)
@@ -213,6 +263,7 @@ func (h *harness) runPodTemplate(ctx context.Context, d *appsv1.Deployment) (pod
 		}
 		defer func() { _ = p.Stop() }()
 		maps.Copy(listening, listeners)
+		reloader = p
 	}
 	if exp := container(pod, "exporter"); exp != nil {
 		res.exporter = true
@@ -229,7 +280,88 @@ func (h *harness) runPodTemplate(ctx context.Context, d *appsv1.Deployment) (pod
 			return res, err
 		}
 	}
+	if slices.Contains(main.Args, "-e") {
+		res.warm = true
+		if err := warmRestart(srv, reloader, main.Args, id, access); err != nil {
+			return res, fmt.Errorf("warm restart: %w", err)
+		}
+	}
 	return res, nil
+}
+
+// claimVolumes gives each claim template mounted in the memcached
+// container a local directory, owned by memcached's user as the pod's
+// fsGroup makes the claim, under one temporary directory it returns.
+func claimVolumes(claims []corev1.PersistentVolumeClaim, main *corev1.Container, id memcached.Identity, access *memcached.Access) (string, error) {
+	if len(claims) == 0 {
+		return "", nil
+	}
+	// On a RAM disk, as warm restart's memory file must be: on a disk
+	// memcached writes the whole file out before it serves.
+	root, err := os.MkdirTemp("/dev/shm", "claims-")
+	if err != nil {
+		return "", err
+	}
+	if err := os.Chmod(root, 0o755); err != nil {
+		return root, err
+	}
+	for _, claim := range claims {
+		for _, m := range main.VolumeMounts {
+			if m.Name != claim.Name {
+				continue
+			}
+			dir := filepath.Join(root, claim.Name)
+			if err := os.Mkdir(dir, 0o770); err != nil {
+				return root, err
+			}
+			if os.Geteuid() == 0 {
+				if err := os.Chown(dir, int(id.UID), int(id.GID)); err != nil {
+					return root, err
+				}
+			}
+			access.Mounts[m.MountPath] = dir
+		}
+	}
+	return root, nil
+}
+
+// warmRestart stops the pod as the kubelet would, for a pod with warm
+// restart: SIGTERM to the real reloader, which (its drain cut to nothing)
+// sends memcached SIGUSR1 and waits for it to save its memory file and
+// exit. A memcached started again on the same file must serve the key
+// set before.
+func warmRestart(srv *memcached.Server, reloader *proc.Process, containerArgs []string, id memcached.Identity, access *memcached.Access) error {
+	if reloader == nil {
+		return errors.New("memcached runs with -e but the pod has no reloader to make it save the file")
+	}
+	const size = 1000
+	if err := srv.SetGet(size); err != nil {
+		return err
+	}
+	if err := reloader.Signal(syscall.SIGTERM); err != nil {
+		return err
+	}
+	if err := srv.Wait(10 * time.Second); err != nil {
+		return fmt.Errorf("memcached did not exit after the reloader's warm stop: %w\nreloader:\n%s", err, reloader.Output())
+	}
+	if err := reloader.Wait(10 * time.Second); err != nil {
+		return fmt.Errorf("the reloader did not exit: %w\n%s", err, reloader.Output())
+	}
+	if !strings.Contains(reloader.Output(), "memcached saved its memory file and exited") {
+		return fmt.Errorf("the reloader did not report the save:\n%s", reloader.Output())
+	}
+	// memcached refuses a memory file saved in the second it starts again
+	// in (it takes that for a clock gone backwards); a pod takes longer.
+	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(1100 * time.Millisecond)))
+	again, err := memcached.TryStart(containerArgs, id, freePort(), access)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = again.Stop() }()
+	if err := again.Get(fmt.Sprintf("probe-%d", size), size); err != nil {
+		return fmt.Errorf("after the restart: %w\nmemcached's first run:\n%s\nits second run:\n%s", err, srv.Output(), again.Output())
+	}
+	return nil
 }
 
 // waitUp waits up to 5 seconds for the exporter to report memcached_up 1.

@@ -220,9 +220,9 @@ func TestEveryAcceptedSpecRuns(t *testing.T) {
 	for range 4 {
 		wg.Go(func() {
 			for i := range work {
-				d, err := h.waitDeployment(ctx, accepted[i].mc, 60*time.Second)
+				w, err := h.waitWorkload(ctx, accepted[i].mc, 60*time.Second)
 				if err == nil {
-					outcomes[i].res, err = h.runPodTemplate(ctx, d)
+					outcomes[i].res, err = h.runPodTemplate(ctx, w)
 				}
 				outcomes[i].err = err
 			}
@@ -234,7 +234,7 @@ func TestEveryAcceptedSpecRuns(t *testing.T) {
 	close(work)
 	wg.Wait()
 
-	var randomAccepted, exporters, clamped, secured, withTLS, withAuth, counterexamples int
+	var randomAccepted, exporters, clamped, secured, withTLS, withAuth, warm, counterexamples int
 	for i, tr := range accepted {
 		o := outcomes[i]
 		if !tr.named {
@@ -261,6 +261,9 @@ func TestEveryAcceptedSpecRuns(t *testing.T) {
 		if o.res.auth {
 			withAuth++
 		}
+		if o.res.warm {
+			warm++
+		}
 		if tr.named {
 			t.Logf("ok: %-75s%s", tr.label, note(o.res))
 		}
@@ -270,9 +273,9 @@ func TestEveryAcceptedSpecRuns(t *testing.T) {
 		reasons = append(reasons, fmt.Sprintf("%s %d", field, n))
 	}
 	slices.Sort(reasons)
-	t.Logf("specs tried %d (%d named, %d random, seed %d): accepted %d, rejected by the CRD %d (%s); memcached ran %d (%d with the exporter, %d with -c capped at this machine's open-file limit, %d secured with the reloader: %d TLS, %d auth); counterexamples %d",
+	t.Logf("specs tried %d (%d named, %d random, seed %d): accepted %d, rejected by the CRD %d (%s); memcached ran %d (%d with the exporter, %d with -c or a memory file's -m capped at this machine's limits, %d with the reloader: %d TLS, %d auth, %d warm restarts kept their items); counterexamples %d",
 		len(trials), len(named), random, seed, len(accepted), len(trials)-len(accepted), strings.Join(reasons, ", "),
-		len(accepted)-counterexamples, exporters, clamped, secured, withTLS, withAuth, counterexamples)
+		len(accepted)-counterexamples, exporters, clamped, secured, withTLS, withAuth, warm, counterexamples)
 	if random >= 100 && randomAccepted < random/2 {
 		t.Errorf("only %d of %d random specs were accepted: the generator no longer draws valid-looking specs", randomAccepted, random)
 	}
@@ -302,7 +305,7 @@ func note(r podRun) string {
 		n = append(n, "exporter: memcached_up 1")
 	}
 	if r.clamped {
-		n = append(n, "-c capped at this machine's open-file limit")
+		n = append(n, "-c or a memory file's -m capped at this machine's limits")
 	}
 	if r.tls {
 		n = append(n, "TLS")

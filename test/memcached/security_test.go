@@ -236,6 +236,9 @@ func startReloader(containerArgs []string, mounts map[string]string, address str
 			want = append(want, "memcached loaded the password file")
 		case strings.HasPrefix(a, "--exporter-listen-address="):
 			want = append(want, "relaying the exporter's connections")
+		case strings.HasPrefix(a, "--memory-file="):
+			// Its SIGTERM handler is in place once it says so.
+			want = append(want, `"msg":"watching"`)
 		}
 	}
 	deadline := time.Now().Add(15 * time.Second)
@@ -267,6 +270,9 @@ func localReloaderArgs(args []string, mounts map[string]string, address string) 
 		switch {
 		case strings.HasPrefix(a, "--memcached-address="):
 			a = "--memcached-address=" + address
+		case strings.HasPrefix(a, "--drain="):
+			// The drain waits for clients that this test does not have.
+			a = "--drain=0s"
 		case strings.HasPrefix(a, "--exporter-listen-address="):
 			_, port, _ := net.SplitHostPort(strings.TrimPrefix(a, "--exporter-listen-address="))
 			n, _ := strconv.Atoi(port)

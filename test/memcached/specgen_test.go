@@ -105,6 +105,27 @@ func (g *specGenerator) spec(i int) *cachev1alpha1.Memcached {
 	if g.chance(0.25) {
 		s.Security = g.security()
 	}
+	if g.chance(0.3) {
+		// Mostly Stable when asked, sometimes unknown.
+		s.Identity = pick(g, cachev1alpha1.IdentityStable, cachev1alpha1.IdentityStable, cachev1alpha1.IdentityStable, cachev1alpha1.IdentityEphemeral, cachev1alpha1.IdentityEphemeral, "Sticky")
+		if s.Identity == cachev1alpha1.IdentityStable && g.chance(0.05) {
+			m.Name = strings.Repeat("s", cachev1alpha1.MaxStableNameLength+1)
+		}
+	}
+	if g.chance(0.2) {
+		// warmRestart needs Stable, which it mostly has here.
+		if s.Memcached == nil {
+			s.Memcached = &cachev1alpha1.MemcachedConfig{}
+		}
+		w := &cachev1alpha1.WarmRestartSpec{Enabled: g.chance(0.9)}
+		if g.chance(0.4) {
+			w.StorageClassName = ptr.To(pick(g, "memcached-ram", "local-tmpfs.example.com", "dax", "pmem-fsdax", "RAM"))
+		}
+		s.Memcached.WarmRestart = w
+		if g.chance(0.9) {
+			s.Identity = cachev1alpha1.IdentityStable
+		}
+	}
 	return m
 }
 
@@ -269,6 +290,12 @@ func (g *specGenerator) resources(m *cachev1alpha1.Memcached) *corev1.ResourceRe
 
 func (g *specGenerator) highAvailability() *cachev1alpha1.HighAvailabilitySpec {
 	h := &cachev1alpha1.HighAvailabilitySpec{AntiAffinity: pick(g, cachev1alpha1.AntiAffinity(""), cachev1alpha1.AntiAffinityNone, cachev1alpha1.AntiAffinitySoft, cachev1alpha1.AntiAffinityHard)}
+	if g.chance(0.3) {
+		h.MinReadySeconds = ptr.To(pick(g, int32(0), 2, 3, 10, 30, 60, 600, 601))
+	}
+	if g.chance(0.3) {
+		h.DrainSeconds = ptr.To(pick(g, int32(0), 1, 2, 5, 10, 30, 300, 301))
+	}
 	if g.chance(0.3) {
 		h.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
 			MaxSkew: pick(g, int32(1), 2), TopologyKey: pick(g, "topology.kubernetes.io/zone", "kubernetes.io/hostname"),

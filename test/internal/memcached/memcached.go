@@ -14,6 +14,7 @@ import (
 	"io"
 	"net"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -87,7 +88,11 @@ type Access struct {
 //   - mount paths in the pod become the local directories of mounts;
 //   - -c is capped at this machine's hard open-file limit, because
 //     memcached sets its limit to -c and an unprivileged process cannot
-//     raise it (container runtimes give pods 524288 or more).
+//     raise it (container runtimes give pods 524288 or more);
+//   - with a memory file (-e, warm restart), -m is capped at a quarter of
+//     the size of the RAM disk the file is on (the same cap on every start,
+//     as a warm restart needs): memcached maps the whole file, and a
+//     pod's claim for it holds -m of RAM, which this machine may not have.
 //
 // Everything else is passed through unchanged.
 func LocalArgs(containerArgs []string, port int, mounts map[string]string) (args []string, ports map[int]int, clamped bool, err error) {
@@ -117,6 +122,17 @@ func LocalArgs(containerArgs []string, port int, mounts map[string]string) (args
 		}
 		if n > lim.Max {
 			args[c+1] = strconv.FormatUint(lim.Max, 10)
+			clamped = true
+		}
+	}
+	if e, m := slices.Index(args, "-e"), slices.Index(args, "-m"); e >= 0 && e+1 < len(args) && m >= 0 && m+1 < len(args) {
+		var fs syscall.Statfs_t
+		if err := syscall.Statfs(filepath.Dir(args[e+1]), &fs); err != nil {
+			return nil, nil, false, fmt.Errorf("the memory file's directory: %w", err)
+		}
+		limit := fs.Blocks * uint64(fs.Bsize) >> 20 / 4 //nolint:gosec // block size is positive
+		if n, err := strconv.ParseUint(args[m+1], 10, 64); err == nil && n > limit {
+			args[m+1] = strconv.FormatUint(limit, 10)
 			clamped = true
 		}
 	}
@@ -383,22 +399,31 @@ func (s *Server) Settings() (map[string]string, error) {
 // SetGet stores a value of size bytes under a key and reads it back with a
 // memcached client library, connected as Dial connects.
 func (s *Server) SetGet(size int) error {
+	value := []byte(strings.Repeat("m", size))
+	key := fmt.Sprintf("probe-%d", size)
+	if err := s.client().Set(&memcache.Item{Key: key, Value: value}); err != nil {
+		return fmt.Errorf("set %d bytes: %w", size, err)
+	}
+	return s.Get(key, size)
+}
+
+// Get gets key, which must hold size bytes.
+func (s *Server) Get(key string, size int) error {
+	it, err := s.client().Get(key)
+	if err != nil {
+		return fmt.Errorf("get %s: %w", key, err)
+	}
+	if len(it.Value) != size {
+		return fmt.Errorf("get %s returned %d bytes, want %d", key, len(it.Value), size)
+	}
+	return nil
+}
+
+func (s *Server) client() *memcache.Client {
 	c := memcache.New(s.Addr)
 	c.Timeout = 5 * time.Second
 	c.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) { return s.Dial(ctx) }
-	value := []byte(strings.Repeat("m", size))
-	key := fmt.Sprintf("probe-%d", size)
-	if err := c.Set(&memcache.Item{Key: key, Value: value}); err != nil {
-		return fmt.Errorf("set %d bytes: %w", size, err)
-	}
-	it, err := c.Get(key)
-	if err != nil {
-		return fmt.Errorf("get: %w", err)
-	}
-	if len(it.Value) != size {
-		return fmt.Errorf("get returned %d bytes, want %d", len(it.Value), size)
-	}
-	return nil
+	return c
 }
 
 // Exporter is a running memcached_exporter.
