@@ -124,8 +124,7 @@ func Upgrade(sc Scale, progress func(string, ...any)) (r UpgradeResult, err erro
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	conv, err := env.Converge(ctx, previous, ns, r.CRs, size, sc.Timeout)
-	if err != nil {
+	if _, err := env.Converge(ctx, previous, ns, r.CRs, size, sc.Timeout); err != nil {
 		return r, err
 	}
 	templates, pods, err := env.snapshot(ns)
@@ -148,7 +147,15 @@ func Upgrade(sc Scale, progress func(string, ...any)) (r UpgradeResult, err erro
 	if err := current.waitIdle(sc.Timeout); err != nil {
 		return r, err
 	}
-	if err := conv.Wait(sc.Timeout); err != nil {
+	// A build that changes the pod templates rolls every cache, one pod
+	// at a time and minReadySeconds apart: wait until each has converged
+	// again, which the first watch, satisfied before the upgrade, cannot
+	// tell. (The manager was idle above, so every rollout has started.)
+	again, err := env.Watch(ctx, ns, r.CRs, nil)
+	if err != nil {
+		return r, err
+	}
+	if err := again.Wait(sc.Timeout); err != nil {
 		return r, err
 	}
 	// Rollouts finish with the old pods gone: wait for the Deployments too.
