@@ -106,8 +106,11 @@ func (g *specGenerator) spec(i int) *cachev1alpha1.Memcached {
 		s.Security = g.security()
 	}
 	if g.chance(0.3) {
-		// Mostly Stable when asked, sometimes unknown.
-		s.Identity = pick(g, cachev1alpha1.IdentityStable, cachev1alpha1.IdentityStable, cachev1alpha1.IdentityStable, cachev1alpha1.IdentityEphemeral, cachev1alpha1.IdentityEphemeral, "Sticky")
+		// Mostly Stable when asked, rarely unknown.
+		s.Identity = pick(g, cachev1alpha1.IdentityStable, cachev1alpha1.IdentityStable, cachev1alpha1.IdentityEphemeral)
+		if g.chance(0.05) {
+			s.Identity = "Sticky"
+		}
 		if s.Identity == cachev1alpha1.IdentityStable && g.chance(0.05) {
 			m.Name = strings.Repeat("s", cachev1alpha1.MaxStableNameLength+1)
 		}
@@ -183,7 +186,11 @@ func (g *specGenerator) memcachedConfig() *cachev1alpha1.MemcachedConfig {
 		c.MaxConnections = ptr.To(pick(g, 5*threads+16, 5*threads+15, int32(1024), 65536, 4096, 1+int32(g.r.IntN(8192))))
 	}
 	if g.chance(0.4) {
-		c.MaxItemSize = ptr.To(resource.MustParse(pick(g, "512Ki", "1Mi", "1536Ki", "2Mi", "4Mi", "64Mi", "1Gi", "1048576", "3145728", "256Ki", "768Ki")))
+		size := pick(g, "512Ki", "1Mi", "1536Ki", "2Mi", "4Mi", "1048576", "3145728")
+		if g.chance(0.2) { // not a multiple of 512Ki, or more than half of most memory sizes
+			size = pick(g, "256Ki", "768Ki", "64Mi", "1Gi")
+		}
+		c.MaxItemSize = ptr.To(resource.MustParse(size))
 	}
 	if g.chance(0.3) {
 		c.Verbosity = int32(g.r.IntN(3))
@@ -267,7 +274,10 @@ func (g *specGenerator) resources(m *cachev1alpha1.Memcached) *corev1.ResourceRe
 	}
 	floor := cachev1alpha1.MinimumMemoryMiB(memory, conns)
 	if g.chance(0.8) {
-		mib := floor + pick(g, int64(0), 1, 64, 1024, 4096, -1)
+		mib := floor + pick(g, int64(0), 1, 64, 1024, 4096)
+		if g.chance(0.1) { // one MiB below the CRD's floor
+			mib = floor - 1
+		}
 		r.Limits = corev1.ResourceList{corev1.ResourceMemory: *resource.NewQuantity(mib<<20, resource.BinarySI)}
 		if g.chance(0.5) {
 			r.Requests = corev1.ResourceList{corev1.ResourceMemory: *resource.NewQuantity(floor<<20, resource.BinarySI)}
@@ -291,10 +301,13 @@ func (g *specGenerator) resources(m *cachev1alpha1.Memcached) *corev1.ResourceRe
 func (g *specGenerator) highAvailability() *cachev1alpha1.HighAvailabilitySpec {
 	h := &cachev1alpha1.HighAvailabilitySpec{AntiAffinity: pick(g, cachev1alpha1.AntiAffinity(""), cachev1alpha1.AntiAffinityNone, cachev1alpha1.AntiAffinitySoft, cachev1alpha1.AntiAffinityHard)}
 	if g.chance(0.3) {
-		h.MinReadySeconds = ptr.To(pick(g, int32(0), 2, 3, 10, 30, 60, 600, 601))
+		h.MinReadySeconds = ptr.To(pick(g, int32(0), 2, 3, 10, 30, 60, 300))
 	}
 	if g.chance(0.3) {
-		h.DrainSeconds = ptr.To(pick(g, int32(0), 1, 2, 5, 10, 30, 300, 301))
+		h.DrainSeconds = ptr.To(pick(g, int32(0), 1, 2, 5, 10, 30, 300))
+	}
+	if g.chance(0.05) { // above the CRD's maximum of 300
+		h.MinReadySeconds, h.DrainSeconds = pick(g, ptr.To[int32](301), h.MinReadySeconds), pick(g, ptr.To[int32](301), h.DrainSeconds)
 	}
 	if g.chance(0.3) {
 		h.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
