@@ -103,6 +103,13 @@ pins-bin:
 # The manager's image; set-image-replicas goes beside it (FN_IMG).
 IMG ?= localhost:5000/memcached-operator:$(VERSION)
 REGISTRY ?= localhost:5000
+# The release key pair (docs/signing.md): the private key signs what make
+# release, helm-push and olm-publish push (a file, or env://VAR); the
+# public key verifies before make promote and make pin RESOLVE=1 write a
+# digest, and in make verify-release. make keygen writes a dev pair here.
+export COSIGN_KEY ?= $(CURDIR)/.work/cosign.key
+export COSIGN_PUBLIC_KEY ?= $(CURDIR)/.work/cosign.pub
+
 # The manager image make deploy and make render run instead of the overlay's
 # pin: IMG only when given on the command line or in the environment (the
 # seed's `export IMG=...`), never the default above.
@@ -117,11 +124,11 @@ docker-push: build ## Push them: the manager to IMG, set-image-replicas beside i
 	@IMG=$(IMG) scripts/images.sh push
 
 .PHONY: helm-push
-helm-push: tools ## Package the chart and push it to oci://$(REGISTRY)/charts (plain HTTP only to localhost).
-	@REGISTRY=$(REGISTRY) scripts/helm-push.sh
+helm-push: tools build ## Package the chart (a release VERSION sets its version), push it to oci://$(REGISTRY)/charts (plain HTTP only to localhost) and sign it.
+	@VERSION=$(VERSION) REGISTRY=$(REGISTRY) scripts/helm-push.sh
 
 .PHONY: olm-publish
-olm-publish: tools build ## Build and push the bundle and catalog images to REGISTRY, the bundle pinned by digest in the catalog; prints the CatalogSource.
+olm-publish: tools build ## Build, push and sign the bundle and catalog images to REGISTRY, the bundle pinned by digest in the catalog; prints the CatalogSource.
 	@VERSION=$(VERSION) REGISTRY=$(REGISTRY) scripts/olm.sh
 
 .PHONY: registry-up
@@ -133,8 +140,16 @@ registry-down: ## Stop the local registry and delete what it stored.
 	@scripts/registry.sh down
 
 .PHONY: release
-release: tools build ## Build, push and pin a release by digest: make release VERSION=v0.2.0 REGISTRY=localhost:5000 [ENV=staging [TAG=1: commit the pins, tag VERSION]]; writes dist/install.yaml.
+release: tools build ## Build, push, sign, attest and pin a release by digest: make release VERSION=v0.2.0 REGISTRY=localhost:5000 [ENV=staging [TAG=1: commit the pins, tag VERSION]]; writes dist/install.yaml.
 	@VERSION=$(VERSION) REGISTRY=$(REGISTRY) TAG=$(TAG) scripts/release.sh
+
+.PHONY: keygen
+keygen: tools build ## Make a dev signing key pair (no password) at .work/cosign.key and .work/cosign.pub; never overwrites one.
+	@$(BIN)/image keygen --prefix $(CURDIR)/.work/cosign
+
+.PHONY: verify-release
+verify-release: tools build ## Verify every artifact of a release with COSIGN_PUBLIC_KEY: make verify-release VERSION=v0.2.0 REGISTRY=localhost:5000 (digest, signature, provenance commit, SBOMs).
+	@$(BIN)/image verify-release --registry $(REGISTRY) --version $(VERSION)
 
 .PHONY: retarget
 retarget: tools build ## Point every overlay's images at REGISTRY: a fork's registry or a mirror.

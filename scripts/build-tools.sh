@@ -34,7 +34,7 @@ export GOWORK=off GOFLAGS="${GOFLAGS:+$GOFLAGS }-mod=mod" CGO_ENABLED=0
 
 run_tools=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy coredns etcd kwok kwokctl kustomize memcached_exporter)
 case $set_name in
-  all) tools=("${run_tools[@]}" controller-gen golangci-lint kpt source-controller kustomize-controller flux-crds registry helm opm promtool prometheus monitoring-crds certmanager-crds argocd argocd-dist) ;;
+  all) tools=("${run_tools[@]}" controller-gen golangci-lint kpt source-controller kustomize-controller cosign flux-crds registry helm opm promtool prometheus monitoring-crds certmanager-crds argocd argocd-dist) ;;
   run) tools=("${run_tools[@]}") ;;
   *) echo "tools: unknown set '$set_name'; use all or run" >&2; exit 2 ;;
 esac
@@ -114,7 +114,10 @@ kube_line() {
   run_kube_line
   build controller-gen          tools sigs.k8s.io/controller-tools/cmd/controller-gen
   build kpt                     tools/kpt  github.com/example/memcached-operator/tools/kpt
-  build "source-controller kustomize-controller" tools/flux "github.com/fluxcd/source-controller github.com/fluxcd/kustomize-controller"
+  # cosign: the release the controllers link (their go.mod picks it), so
+  # that what make release signs is what source-controller verifies.
+  build "source-controller kustomize-controller cosign" tools/flux "github.com/fluxcd/source-controller github.com/fluxcd/kustomize-controller github.com/sigstore/cosign/v3/cmd/cosign" \
+    "-X sigs.k8s.io/release-utils/version.gitVersion=$(modver tools/flux github.com/sigstore/cosign/v3)"
 }
 other_line() {
   run_other_line

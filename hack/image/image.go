@@ -161,15 +161,18 @@ func GoBuildEnv(p v1.Platform) []string {
 // Platforms the images are built for.
 var Platforms = []v1.Platform{{OS: "linux", Architecture: "amd64"}, {OS: "linux", Architecture: "arm64"}}
 
-// Built is an image index and the SBOM artifact of each of its images.
+// Built is an image index, the SBOM artifact of each of its images, and
+// the build's SLSA provenance (attested when the release is signed).
 type Built struct {
-	Index v1.ImageIndex
-	SBOMs []v1.Image
+	Index      v1.ImageIndex
+	SBOMs      []v1.Image
+	Provenance []byte
 }
 
 // Build compiles the component for every platform and returns its image
 // index. repo is the repository root; progress gets a line per step.
 func Build(ctx context.Context, repo string, c Component, md Metadata, platforms []v1.Platform, progress io.Writer) (*Built, error) {
+	started := time.Now()
 	work, err := os.MkdirTemp("", "image-"+c.Name+"-")
 	if err != nil {
 		return nil, err
@@ -229,6 +232,9 @@ func Build(ctx context.Context, repo string, c Component, md Metadata, platforms
 	}
 	idx := mutate.AppendManifests(mutate.IndexMediaType(empty.Index, types.OCIImageIndex), adds...)
 	out.Index = mutate.Annotations(idx, labels(c, md)).(v1.ImageIndex)
+	if out.Provenance, err = Provenance(repo, c, md, platforms, started, time.Now()); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 

@@ -3,6 +3,7 @@ package image
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
@@ -33,8 +34,13 @@ func WriteLayout(dir string, b *Built) error {
 			return err
 		}
 	}
-	return nil
+	// Beside the layout, not in it: the provenance describes the build,
+	// and is attested (signed) only when the image is pushed.
+	return os.WriteFile(filepath.Join(dir, provenanceFile), b.Provenance, 0o644)
 }
+
+// provenanceFile is where WriteLayout keeps the build's provenance.
+const provenanceFile = "provenance.json"
 
 // ReadLayout reads back what WriteLayout wrote.
 func ReadLayout(dir string) (*Built, error) {
@@ -63,6 +69,9 @@ func ReadLayout(dir string) (*Built, error) {
 	}
 	if b.Index == nil {
 		return nil, fmt.Errorf("%s holds no image index", dir)
+	}
+	if b.Provenance, err = os.ReadFile(filepath.Join(dir, provenanceFile)); err != nil {
+		return nil, fmt.Errorf("%s has no provenance (rebuild it with make docker-build): %w", dir, err)
 	}
 	return b, nil
 }

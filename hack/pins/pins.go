@@ -49,6 +49,39 @@ type Repo struct {
 	// Digest returns the digest a registry serves for a reference; nil
 	// asks the registry itself (image.Digest).
 	Digest func(ref string) (string, error)
+	// Verify checks the release key's signature on a reference by digest;
+	// nil uses cosign with COSIGN_PUBLIC_KEY (image.SignerFromEnv).
+	Verify func(ref string) error
+}
+
+// verifySigned refuses the image pins of data (a SetImageReplicas config)
+// that pin one of the release's own images (image.SignedByRelease) to a
+// digest without a valid signature from the release key. Upstream images
+// (memcached, the exporter) are not signed by that key and are not
+// checked.
+func (r *Repo) verifySigned(data []byte) error {
+	cfg, err := v1alpha1.Decode(data)
+	if err != nil {
+		return err
+	}
+	verify := r.Verify
+	if verify == nil {
+		verify = image.SignerFromEnv().Verify
+	}
+	for _, pin := range cfg.Images {
+		repository := pin.NewName
+		if repository == "" {
+			repository = pin.Name
+		}
+		if pin.Digest == "" || !image.SignedByRelease(repository) {
+			continue
+		}
+		if err := verify(repository + "@" + pin.Digest); err != nil {
+			return err
+		}
+		r.logf("verified: %s@%s is signed by the release key", repository, pin.Digest)
+	}
+	return nil
 }
 
 func (r *Repo) logf(format string, args ...any) {
@@ -203,6 +236,13 @@ func (r *Repo) Pin(env string, images, replicas []string, resolve bool) error {
 			if err := r.resolve(cfg); err != nil {
 				return fmt.Errorf("could not resolve the digests: %w; nothing was changed", err)
 			}
+			raw, err := fn.Encode(cfg)
+			if err != nil {
+				return err
+			}
+			if err := r.verifySigned(raw); err != nil {
+				return fmt.Errorf("refusing to pin an unverified digest: %w; nothing was changed", err)
+			}
 		}
 		w, err := r.applyTo(cfg, filepath.Join(dir, "images.yaml"))
 		if err != nil {
@@ -286,6 +326,9 @@ func (r *Repo) Promote(from, to string) error {
 		if w.data, err = image.ResolvePinsYAML(r.rel(target), w.data, r.digest); err != nil {
 			return fmt.Errorf("the registry does not confirm the pins of %s: %w; nothing was changed", to, err)
 		}
+	}
+	if err := r.verifySigned(w.data); err != nil {
+		return fmt.Errorf("refusing to promote an unverified digest to %s: %w; nothing was changed", to, err)
 	}
 	if err := r.commit([]write{w}); err != nil {
 		return err

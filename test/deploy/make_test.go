@@ -144,7 +144,7 @@ func TestMakeHelp(t *testing.T) {
 		"help", "tools", "fmt", "vet", "lint", "build", "test", "generate", "manifests", "run", "e2e",
 		"install", "uninstall", "deploy", "undeploy", "render", "bench",
 		"cluster-up", "cluster-down", "pin", "promote", "kpt-render",
-		"docker-build", "docker-push", "registry-up", "registry-down", "release", "retarget",
+		"docker-build", "docker-push", "registry-up", "registry-down", "release", "retarget", "keygen", "verify-release",
 	} {
 		if described[target] == "" {
 			t.Errorf("make help does not describe %q:\n%s", target, plain)

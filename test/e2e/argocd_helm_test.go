@@ -52,7 +52,8 @@ func TestArgoCDDeploysTheChartFromARegistry(t *testing.T) {
 		t.Fatal(err)
 	}
 	pushed := time.Now()
-	stdout, stderr, code := run.Command(t, nil, "env", "REGISTRY="+reg.Host, filepath.Join(work, "scripts", "helm-push.sh"))
+	key, _ := registry.SigningKey(t)
+	stdout, stderr, code := run.Command(t, nil, "env", "REGISTRY="+reg.Host, "COSIGN_KEY="+key, filepath.Join(work, "scripts", "helm-push.sh"))
 	if code != 0 {
 		t.Fatalf("make helm-push: exit %d\n%s%s", code, stdout, stderr)
 	}

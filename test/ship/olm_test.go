@@ -25,6 +25,7 @@ import (
 func TestOLMPublishThroughARealRegistry(t *testing.T) {
 	reg := registry.Start(t)
 	work := checkout(t)
+	makeIn(t, work, "keygen")
 	out := makeIn(t, work, "olm-publish", "VERSION=v0.1.0", "REGISTRY="+reg.Host)
 	t.Logf("make olm-publish:\n%s", lastLines(out, 12))
 

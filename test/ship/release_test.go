@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -68,9 +69,22 @@ func TestReleaseThroughARealRegistry(t *testing.T) {
 	t.Logf("make docker-build docker-push:\n%s", lastLines(out, 2))
 
 	makeIn(t, work, "retarget", "REGISTRY="+reg.Host)
+	// The release key: make keygen's dev pair in the checkout's .work/,
+	// which the Makefile's COSIGN_KEY and COSIGN_PUBLIC_KEY name.
+	makeIn(t, work, "keygen")
 	start := time.Now()
 	out = makeIn(t, work, "release", "VERSION=v0.2.0", "REGISTRY="+reg.Host, "ENV=staging", "TAG=1")
 	t.Logf("make release in %v:\n%s", time.Since(start).Round(100*time.Millisecond), lastLines(out, 3))
+	// The rest of the release: the chart and the OLM bundle and catalog,
+	// each signed as it is pushed; then every artifact verified.
+	makeIn(t, work, "helm-push", "VERSION=v0.2.0", "REGISTRY="+reg.Host)
+	makeIn(t, work, "olm-publish", "VERSION=v0.2.0", "REGISTRY="+reg.Host)
+	builtFrom, err := exec.Command("git", "-C", work, "rev-parse", "v0.2.0~1").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	verified := checkVerifyRelease(t, work, reg.Host, strings.TrimSpace(string(builtFrom)))
+	t.Logf("make verify-release:\n%s", verified)
 	managerDigest := digest(t, reg.Host+"/memcached-operator:v0.2.0")
 	managerRef := reg.Host + "/memcached-operator:v0.2.0@" + managerDigest
 	// TAG=1: the tag staging and prod follow exists, on a commit that pins
@@ -102,6 +116,8 @@ func TestReleaseThroughARealRegistry(t *testing.T) {
 	if err := os.WriteFile(staging, []byte(good), 0o644); err != nil {
 		t.Fatal(err)
 	}
+
+	refuseUnsigned(t, work, reg.Host, staging, good, managerDigest)
 
 	makeIn(t, work, "promote", "FROM=staging", "TO=prod")
 	// How a user pins memcached by digest from their registry or mirror.
@@ -282,4 +298,77 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// checkVerifyRelease runs make verify-release and holds its report to the
+// release: five artifacts, each signed, the images with their provenance
+// and SBOMs, the images built from commit.
+func checkVerifyRelease(t *testing.T, work, registry, commit string) string {
+	t.Helper()
+	out := makeIn(t, work, "verify-release", "VERSION=v0.2.0", "REGISTRY="+registry)
+	if n := strings.Count(out, "signature:  verified"); n != 5 {
+		t.Errorf("make verify-release verified %d signatures, want 5 (both images, the chart, the bundle and the catalog):\n%s", n, out)
+	}
+	if n := strings.Count(out, "provenance: verified"); n != 4 {
+		t.Errorf("make verify-release verified %d provenance attestations, want 4:\n%s", n, out)
+	}
+	if n := len(regexp.MustCompile(`(?m)^  sbom linux/[a-z0-9]+: verified$`).FindAllString(out, -1)); n != 4 {
+		t.Errorf("make verify-release verified %d SBOM attestations, want 4 (2 images, 2 platforms each):\n%s", n, out)
+	}
+	for _, image := range []string{"memcached-operator", "set-image-replicas"} {
+		want := registry + "/" + image + ":v0.2.0\n  digest:     " + digest(t, registry+"/"+image+":v0.2.0")
+		if !strings.Contains(out, want) || !strings.Contains(out, "(built from commit "+commit+")") {
+			t.Errorf("make verify-release does not report %s built from %s:\n%s", image, commit, out)
+		}
+	}
+	if strings.Contains(out, "NOT VERIFIED") {
+		t.Errorf("make verify-release found unverified artifacts:\n%s", out)
+	}
+	return lastLines(out, 40)
+}
+
+// refuseUnsigned pushes the manager image unsigned, and signed with
+// another key, and checks that neither make pin RESOLVE=1 nor make
+// promote lets its digest into an overlay. staging holds good, the
+// release's pins of managerDigest.
+func refuseUnsigned(t *testing.T, work, host, staging, good, managerDigest string) {
+	t.Helper()
+	otherKey, _ := registry.SigningKey(t)
+	unsigned, foreign := host+"/memcached-operator:v0.2.1", host+"/memcached-operator:v0.2.2"
+	pushStandIn(t, unsigned)
+	pushStandIn(t, foreign)
+	foreignRef := strings.SplitN(foreign, ":v", 2)[0] + "@" + digest(t, foreign)
+	sign := exec.Command(filepath.Join(work, "bin", "image"), "sign", "--ref", foreignRef)
+	sign.Env = append(os.Environ(), "COSIGN_KEY="+otherKey)
+	if out, err := sign.CombinedOutput(); err != nil {
+		t.Fatalf("sign %s with another key: %v\n%s", foreignRef, err, out)
+	}
+	dev := filepath.Join(work, "overlays", "dev", "images.yaml")
+	devBefore := run.ReadFile(t, dev)
+	for _, ref := range []string{unsigned, foreign} {
+		d := digest(t, ref)
+		out, err := tryMake(work, "pin", "ENV=dev", "IMAGE="+ref, "RESOLVE=1")
+		if err == nil || !strings.Contains(out, host+"/memcached-operator (digest "+d+") has no signature from") {
+			t.Errorf("make pin RESOLVE=1 accepted %s@%s, which the release key did not sign (%v):\n%s", ref, d, err, out)
+		}
+		if run.ReadFile(t, dev) != devBefore {
+			t.Errorf("a refused pin of %s changed dev", ref)
+		}
+	}
+	// staging pinned to the unsigned image: its tag serves that digest, so
+	// only the signature check stands between it and prod.
+	if err := os.WriteFile(staging, []byte(strings.ReplaceAll(strings.Replace(good, managerDigest, digest(t, unsigned), 1), "v0.2.0", "v0.2.1")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	prod := filepath.Join(work, "overlays", "prod", "images.yaml")
+	prodBefore := run.ReadFile(t, prod)
+	if out, err := tryMake(work, "promote", "FROM=staging", "TO=prod"); err == nil || !strings.Contains(out, "refusing to promote an unverified digest to prod") {
+		t.Errorf("promote accepted an unsigned digest (%v):\n%s", err, out)
+	}
+	if run.ReadFile(t, prod) != prodBefore {
+		t.Errorf("a refused promotion changed prod")
+	}
+	if err := os.WriteFile(staging, []byte(good), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }

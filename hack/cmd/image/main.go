@@ -4,9 +4,15 @@
 //	image build  --component manager --version v0.2.0 --out dist/images/manager
 //	image push   --layout dist/images/manager --ref localhost:5000/memcached-operator:v0.2.0
 //	image digest --ref localhost:5000/memcached-operator:v0.2.0
+//	image keygen --prefix .work/cosign
+//	image sign   --ref localhost:5000/memcached-operator@sha256:... [--layout dist/images/manager]
+//	image verify --ref localhost:5000/memcached-operator@sha256:... [--provenance] [--sbom]
+//	image verify-release --registry localhost:5000 --version v0.2.0
 //
 // build reads the commit's revision and time from git (SOURCE_DATE_EPOCH
 // overrides the time); push prints REF@DIGEST; digest prints the digest.
+// sign, verify and verify-release run cosign (bin/cosign) with the keys
+// COSIGN_KEY and COSIGN_PUBLIC_KEY name (see package image's sign.go).
 package main
 
 import (
@@ -16,6 +22,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -108,8 +115,76 @@ func run(args []string) error {
 			return err
 		}
 		fmt.Println(d)
+	case "keygen":
+		prefix := fs.String("prefix", ".work/cosign", "writes PREFIX.key and PREFIX.pub")
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		if _, err := os.Stat(*prefix + ".key"); err == nil {
+			return fmt.Errorf("%s.key exists: a key pair is never overwritten (delete it first to make another)", *prefix)
+		}
+		if err := os.MkdirAll(filepath.Dir(*prefix), 0o700); err != nil {
+			return err
+		}
+		if err := image.SignerFromEnv().GenerateKeyPair(*prefix); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "image: wrote the dev key pair %s.key (no password) and %s.pub\n", *prefix, *prefix)
+	case "sign":
+		ref := fs.String("ref", "", "what to sign, by digest: REPOSITORY@sha256:...")
+		layoutDir := fs.String("layout", "", "the OCI layout the image was pushed from: also attest its provenance and SBOMs")
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		if *ref == "" {
+			return errors.New("sign needs --ref REPOSITORY@sha256:DIGEST")
+		}
+		s := image.SignerFromEnv()
+		if *layoutDir == "" {
+			if err := s.Sign(*ref); err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "sign: %s signed\n", *ref)
+			return nil
+		}
+		b, err := image.ReadLayout(*layoutDir)
+		if err != nil {
+			return err
+		}
+		return s.SignBuild(b, *ref, os.Stderr)
+	case "verify":
+		ref := fs.String("ref", "", "what to verify, by digest: REPOSITORY@sha256:...")
+		provenance := fs.Bool("provenance", false, "also require a SLSA provenance attestation")
+		sbom := fs.Bool("sbom", false, "also require a CycloneDX SBOM attestation on each platform image")
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		report := image.SignerFromEnv().VerifyArtifact(image.Artifact{Ref: *ref, Provenance: *provenance, SBOM: *sbom})
+		fmt.Println(report)
+		return report.Err()
+	case "verify-release":
+		registry := fs.String("registry", "", "where the release was pushed")
+		version := fs.String("version", "", "the release, such as v0.2.0")
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		if *registry == "" || *version == "" {
+			return errors.New("verify-release needs --registry and --version")
+		}
+		s := image.SignerFromEnv()
+		failed := 0
+		for _, a := range image.ReleaseArtifacts(*registry, *version) {
+			report := s.VerifyArtifact(a)
+			fmt.Println(report)
+			if report.Err() != nil {
+				failed++
+			}
+		}
+		if failed > 0 {
+			return fmt.Errorf("%d artifacts of %s are not verified by %s", failed, *version, s.PublicKey)
+		}
 	default:
-		return fmt.Errorf("unknown command %q: want build, push or digest", args[0])
+		return fmt.Errorf("unknown command %q: want build, push, digest, keygen, sign, verify or verify-release", args[0])
 	}
 	return nil
 }

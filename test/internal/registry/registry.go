@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"testing"
 
 	"github.com/example/memcached-operator/test/internal/proc"
@@ -50,4 +51,21 @@ func Start(t testing.TB) *Registry {
 		},
 	})
 	return &Registry{Host: host}
+}
+
+// SigningKey makes a key pair with no password in a temporary directory,
+// as make keygen does (bin/image keygen, with bin/cosign), and returns the
+// private and the public key's paths: for COSIGN_KEY and
+// COSIGN_PUBLIC_KEY.
+func SigningKey(t testing.TB) (private, public string) {
+	t.Helper()
+	bins, err := repo.Bin("image", "cosign")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := filepath.Join(t.TempDir(), "cosign")
+	if _, stderr, code := run.Command(t, nil, bins["image"], "keygen", "--prefix", prefix); code != 0 {
+		t.Fatalf("image keygen: exit %d: %s", code, stderr)
+	}
+	return prefix + ".key", prefix + ".pub"
 }
