@@ -4,7 +4,8 @@
 # and kube-proxy (the local cluster's real nodes), CoreDNS, etcd, kwok,
 # kustomize, controller-gen, golangci-lint, memcached_exporter, kpt's fn
 # render, Flux's source-controller and kustomize-controller with their CRDs
-# (bin/flux-crds), the CNCF distribution registry, helm, operator-registry's
+# (bin/flux-crds), cosign, Kyverno's CLI with its CRDs (bin/kyverno-crds),
+# the CNCF distribution registry, helm, operator-registry's
 # opm, Prometheus' server and promtool, the monitoring.coreos.com and
 # cert-manager.io CRDs (generated from their API modules), and Argo CD (one
 # multi-call binary, with its install manifests and the helper scripts its
@@ -34,7 +35,7 @@ export GOWORK=off GOFLAGS="${GOFLAGS:+$GOFLAGS }-mod=mod" CGO_ENABLED=0
 
 run_tools=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy coredns etcd kwok kwokctl kustomize memcached_exporter)
 case $set_name in
-  all) tools=("${run_tools[@]}" controller-gen golangci-lint kpt source-controller kustomize-controller cosign flux-crds registry helm opm promtool prometheus monitoring-crds certmanager-crds argocd argocd-dist) ;;
+  all) tools=("${run_tools[@]}" controller-gen golangci-lint kpt source-controller kustomize-controller cosign kyverno kyverno-crds flux-crds registry helm opm promtool prometheus monitoring-crds certmanager-crds argocd argocd-dist) ;;
   run) tools=("${run_tools[@]}") ;;
   *) echo "tools: unknown set '$set_name'; use all or run" >&2; exit 2 ;;
 esac
@@ -118,6 +119,10 @@ kube_line() {
   # that what make release signs is what source-controller verifies.
   build "source-controller kustomize-controller cosign" tools/flux "github.com/fluxcd/source-controller github.com/fluxcd/kustomize-controller github.com/sigstore/cosign/v3/cmd/cosign" \
     "-X sigs.k8s.io/release-utils/version.gitVersion=$(modver tools/flux github.com/sigstore/cosign/v3)"
+  # Kyverno's CLI: its apply runs the admission controller's
+  # image-verification engine, which test/ship holds deploy/kyverno to.
+  build kyverno                 tools/kyverno github.com/kyverno/kyverno/cmd/cli/kubectl-kyverno \
+    "-X github.com/kyverno/kyverno/pkg/version.BuildVersion=$(modver tools/kyverno github.com/kyverno/kyverno)"
 }
 other_line() {
   run_other_line
@@ -173,6 +178,14 @@ chmod -R u+w "$bin/flux-crds"
 helm_api=$(modver tools/flux github.com/fluxcd/helm-controller/api)
 (cd "$root/tools/flux" && "$bin/controller-gen" crd paths=github.com/fluxcd/helm-controller/api/v2 output:crd:dir="$bin/flux-crds")
 echo "tools: Flux CRDs of source-controller ${flux_source}, kustomize-controller ${flux_kustomize} and helm-controller/api ${helm_api} in ${bin#"$root"/}/flux-crds"
+
+# Kyverno's policies.kyverno.io CRDs from the same module, so that
+# deploy/kyverno is held to the schema Kyverno serves.
+kyverno_dir=$(cd "$root/tools/kyverno" && go list -m -f '{{.Dir}}' github.com/kyverno/kyverno)
+rm -rf "$bin/kyverno-crds" && mkdir -p "$bin/kyverno-crds"
+cp "$kyverno_dir"/config/crds/policies.kyverno.io/*.yaml "$bin/kyverno-crds/"
+chmod -R u+w "$bin/kyverno-crds"
+echo "tools: Kyverno $(modver tools/kyverno github.com/kyverno/kyverno) policies.kyverno.io CRDs in ${bin#"$root"/}/kyverno-crds"
 
 # Argo CD's own install manifests (its CRDs, ConfigMaps and Secret, which
 # test/internal/argocd installs from here rather than from copies) and the

@@ -38,9 +38,12 @@ import (
 // pins staging by tag@digest and commits and tags that pin, `make promote` carries them to prod resolving
 // every digest from the registry (and refuses a digest the registry does
 // not serve for the tag), `make pin RESOLVE=1` pins memcached by digest.
+// Every artifact is signed as it is pushed and `make verify-release` checks
+// each signature and attestation; promote and pin refuse unsigned digests.
 // Every image the prod overlay renders then resolves in the registry to its
 // pinned digest, a rebuild of the commit gives the same digests, and a
-// cluster runs the manager from exactly that digest.
+// cluster runs the manager from exactly that digest, while Flux's
+// source-controller there accepts the signed chart and refuses unsigned ones.
 //
 // Upstream registries are out of reach here, so memcached and the exporter
 // are stand-in images pushed under the names the retargeted overlays use.
@@ -117,7 +120,7 @@ func TestReleaseThroughARealRegistry(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	refuseUnsigned(t, work, reg.Host, staging, good, managerDigest)
+	unsignedRef, foreignRef := refuseUnsigned(t, work, reg.Host, staging, good, managerDigest)
 
 	makeIn(t, work, "promote", "FROM=staging", "TO=prod")
 	// How a user pins memcached by digest from their registry or mirror.
@@ -183,6 +186,11 @@ func TestReleaseThroughARealRegistry(t *testing.T) {
 		}
 		return nil
 	})
+
+	// Flux's source-controller takes the signed chart and refuses others;
+	// Kyverno's policy admits the signed manager and refuses others.
+	checkFluxVerifiesTheChart(t, k, work, reg.Host, "0.2.0")
+	checkKyvernoVerifiesTheImages(t, k, work, managerRef, unsignedRef, foreignRef, reg.Host+"/memcached:1.6.39-alpine")
 }
 
 // checkout is the working tree as a repository of its own, with the tools
@@ -330,14 +338,14 @@ func checkVerifyRelease(t *testing.T, work, registry, commit string) string {
 // refuseUnsigned pushes the manager image unsigned, and signed with
 // another key, and checks that neither make pin RESOLVE=1 nor make
 // promote lets its digest into an overlay. staging holds good, the
-// release's pins of managerDigest.
-func refuseUnsigned(t *testing.T, work, host, staging, good, managerDigest string) {
+// release's pins of managerDigest. It returns both images by digest.
+func refuseUnsigned(t *testing.T, work, host, staging, good, managerDigest string) (unsignedRef, foreignRef string) {
 	t.Helper()
 	otherKey, _ := registry.SigningKey(t)
 	unsigned, foreign := host+"/memcached-operator:v0.2.1", host+"/memcached-operator:v0.2.2"
 	pushStandIn(t, unsigned)
 	pushStandIn(t, foreign)
-	foreignRef := strings.SplitN(foreign, ":v", 2)[0] + "@" + digest(t, foreign)
+	foreignRef = strings.SplitN(foreign, ":v", 2)[0] + "@" + digest(t, foreign)
 	sign := exec.Command(filepath.Join(work, "bin", "image"), "sign", "--ref", foreignRef)
 	sign.Env = append(os.Environ(), "COSIGN_KEY="+otherKey)
 	if out, err := sign.CombinedOutput(); err != nil {
@@ -371,4 +379,5 @@ func refuseUnsigned(t *testing.T, work, host, staging, good, managerDigest strin
 	if err := os.WriteFile(staging, []byte(good), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return strings.SplitN(unsigned, ":v", 2)[0] + "@" + digest(t, unsigned), foreignRef
 }

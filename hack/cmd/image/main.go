@@ -39,7 +39,7 @@ func main() {
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: image build|push|digest [flags]")
+		return errors.New("usage: image build|push|digest|keygen|sign|verify|verify-release [flags]")
 	}
 	fs := flag.NewFlagSet("image "+args[0], flag.ContinueOnError)
 	switch args[0] {
