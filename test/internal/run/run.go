@@ -48,13 +48,15 @@ func ReadFile(t testing.TB, path string) string {
 }
 
 // UserEnv is the environment of a user's shell: this process's, without an
-// outer make's variables or a KUBECONFIG, so that nested make and kubectl
+// outer make's variables (its own and those the Makefile exports: the
+// signing keys would otherwise point a checkout's make at the outer
+// repository's .work/) or a KUBECONFIG, so that nested make and kubectl
 // runs behave as if typed by hand.
 func UserEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		switch k, _, _ := strings.Cut(kv, "="); k {
-		case "MAKEFLAGS", "MAKELEVEL", "MFLAGS", "MAKEOVERRIDES", "KUBECONFIG":
+		case "MAKEFLAGS", "MAKELEVEL", "MFLAGS", "MAKEOVERRIDES", "KUBECONFIG", "COSIGN_KEY", "COSIGN_PUBLIC_KEY":
 		default:
 			env = append(env, kv)
 		}
