@@ -539,6 +539,26 @@ func (c *Cluster) PIDs() []int {
 	return out
 }
 
+// EtcdURL is the address etcd serves its clients and its /metrics on,
+// read from its command line: kwokctl picks the port and records it only
+// there and in its own state.
+func (c *Cluster) EtcdURL() (string, error) {
+	b, err := os.ReadFile(filepath.Join(c.Dir(), "pids", "etcd.pid"))
+	if err != nil {
+		return "", fmt.Errorf("etcd of cluster %s: %w", c.Name, err)
+	}
+	cmdline, err := os.ReadFile(filepath.Join("/proc", strings.TrimSpace(string(b)), "cmdline"))
+	if err != nil {
+		return "", fmt.Errorf("etcd of cluster %s: %w", c.Name, err)
+	}
+	for _, arg := range strings.Split(string(cmdline), "\x00") {
+		if url, ok := strings.CutPrefix(arg, "--advertise-client-urls="); ok {
+			return strings.Split(url, ",")[0], nil
+		}
+	}
+	return "", fmt.Errorf("etcd of cluster %s: no --advertise-client-urls in its command line", c.Name)
+}
+
 // Down deletes the cluster and undoes what its real nodes changed.
 func (c *Cluster) Down(ctx context.Context) error {
 	c.start = time.Now()

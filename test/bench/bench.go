@@ -93,13 +93,18 @@ type Measurement struct {
 	// AllocKiB and Reconciles are per CR, from the controller's Go runtime
 	// and controller-runtime metrics: allocation is the part of its CPU cost
 	// that does not vary with a shared machine's load.
-	AllocKiB     float64
-	Reconciles   float64
-	PeakRSSMiB   float64
-	Errors       int
-	ClusterCPU   float64 // kube-apiserver + etcd CPU seconds while converging
-	ResyncWrites float64 // per CR
-	ResyncReqs   float64 // per CR
+	AllocKiB   float64
+	Reconciles float64
+	PeakRSSMiB float64
+	Errors     int
+	ClusterCPU float64 // kube-apiserver + etcd CPU seconds while converging
+	// Served are the requests kube-apiserver served while converging, per
+	// CR, by verb (CREATE, APPLY, PATCH, GET, LIST, WATCH, ...), from every
+	// client; EtcdBytes are the bytes etcd appended to its log per CR.
+	Served       map[string]float64 `json:",omitempty"`
+	EtcdBytes    float64            `json:",omitempty"`
+	ResyncWrites float64            // per CR
+	ResyncReqs   float64            // per CR
 	ResyncTime   time.Duration
 	// Controller: a controller process was measured (CPU, memory, resync);
 	// false for the floors, where the harness makes the writes.
@@ -196,6 +201,10 @@ func measure(ctx context.Context, cfg Config, bins map[string]string, contender 
 		return Measurement{}, nil, fmt.Errorf("namespace: %w\n%s", err, out)
 	}
 	timeout := max(cfg.Timeout, time.Duration(n)*60*time.Millisecond)
+	cp, err := newControlPlane(k, restCfg)
+	if err != nil {
+		return Measurement{}, nil, err
+	}
 
 	switch contender {
 	case Floor, FloorEqual:
@@ -203,10 +212,10 @@ func measure(ctx context.Context, cfg Config, bins map[string]string, contender 
 			return Measurement{}, nil, fmt.Errorf("the %s contender repeats the operator's writes: run the operator too", contender)
 		}
 		if contender == Floor {
-			m, err := measureFloor(restCfg, k.PIDs(), n, *writes)
+			m, err := measureFloor(restCfg, cp, n, *writes)
 			return m, nil, err
 		}
-		m, err := measureEqualFloor(restCfg, k.PIDs(), n, *writes)
+		m, err := measureEqualFloor(restCfg, cp, n, *writes)
 		return m, nil, err
 	case Operator:
 		port, err := freePort()
@@ -251,7 +260,7 @@ func measure(ctx context.Context, cfg Config, bins map[string]string, contender 
 				profileCPU(ctx, cfg, n, fmt.Sprintf("operator-%d-manager.pprof", n), httpProfile(pprofURL)),
 			}
 		}
-		m, err := measureController(ctx, timeout, restCfg, k.PIDs(), Operator, n, startCmd, observedCurrent, memcachedGVR, profiles, converged)
+		m, err := measureController(ctx, timeout, restCfg, cp, Operator, n, startCmd, observedCurrent, memcachedGVR, profiles, converged)
 		if err != nil {
 			return m, nil, err
 		}
@@ -269,7 +278,7 @@ func measure(ctx context.Context, cfg Config, bins map[string]string, contender 
 		profiles := func() []<-chan error {
 			return []<-chan error{profileCPU(ctx, cfg, n, fmt.Sprintf("seed-%d-apiserver.pprof", n), apiserverProfile(restCfg))}
 		}
-		m, err := measureController(ctx, timeout, restCfg, k.PIDs(), Seed, n, startCmd, deploymentAtSize,
+		m, err := measureController(ctx, timeout, restCfg, cp, Seed, n, startCmd, deploymentAtSize,
 			appsv1.SchemeGroupVersion.WithResource("deployments"), profiles, nil)
 		return m, nil, err
 	}
@@ -281,7 +290,7 @@ func measure(ctx context.Context, cfg Config, bins map[string]string, contender 
 // wanted while it converges; converged, if set, runs once it has (before the
 // figures that follow are taken). Then it restarts the controller for a
 // resync.
-func measureController(ctx context.Context, timeout time.Duration, restCfg *rest.Config, clusterPIDs []int, contender string, n int,
+func measureController(ctx context.Context, timeout time.Duration, restCfg *rest.Config, cp *controlPlane, contender string, n int,
 	start func() (*managerProcess, error), done func(*unstructured.Unstructured) bool, gvr schema.GroupVersionResource,
 	profiles func() []<-chan error, converged func(*Measurement) error) (Measurement, error) {
 	m := Measurement{Contender: contender, N: n, Controller: true}
@@ -307,7 +316,10 @@ func measureController(ctx context.Context, timeout time.Duration, restCfg *rest
 	}
 
 	profiled := profiles()
-	clusterCPU0 := clusterCPUSeconds(clusterPIDs)
+	cp0, err := cp.sample()
+	if err != nil {
+		return m, err
+	}
 	t0 := time.Now()
 	if err := createConcurrently(restCfg, n, func(c client.Client, i int) error {
 		return c.Create(ctx, seedMemcached(i))
@@ -320,7 +332,9 @@ func measureController(ctx context.Context, timeout time.Duration, restCfg *rest
 		return m, fmt.Errorf("%d of %d CRs converged within %v\n%s", conv.Converged(), n, timeout, tail(p.Output()))
 	}
 	m.Converge = time.Since(t0)
-	m.ClusterCPU = clusterCPUSeconds(clusterPIDs) - clusterCPU0
+	if err := cp.since(cp0, &m); err != nil {
+		return m, err
+	}
 	// The high-water mark now, before the scrapes below: at N=10,000 one
 	// scrape of the per-Memcached series allocates some 35 MiB, which a
 	// Prometheus scraping every 30 s does not pile up but a harness polling
@@ -543,10 +557,35 @@ func Medians(ms []Measurement) []Measurement {
 			Reconciles:   med(func(m Measurement) float64 { return m.Reconciles }),
 			Errors:       int(med(func(m Measurement) float64 { return float64(m.Errors) })),
 			ClusterCPU:   med(func(m Measurement) float64 { return m.ClusterCPU }),
+			EtcdBytes:    med(func(m Measurement) float64 { return m.EtcdBytes }),
+			Served:       medianByKey(g, func(m Measurement) map[string]float64 { return m.Served }),
 			ResyncWrites: med(func(m Measurement) float64 { return m.ResyncWrites }),
 			ResyncReqs:   med(func(m Measurement) float64 { return m.ResyncReqs }),
 			ResyncTime:   time.Duration(med(func(m Measurement) float64 { return float64(m.ResyncTime) })),
 		})
+	}
+	return out
+}
+
+// medianByKey is the median of each key's value over g (0 where a run has
+// no such key).
+func medianByKey(g []Measurement, f func(Measurement) map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for _, m := range g {
+		for k := range f(m) {
+			out[k] = 0
+		}
+	}
+	for k := range out {
+		vals := make([]float64, len(g))
+		for i, m := range g {
+			vals[i] = f(m)[k]
+		}
+		slices.Sort(vals)
+		out[k] = vals[len(vals)/2]
+	}
+	if len(out) == 0 {
+		return nil
 	}
 	return out
 }

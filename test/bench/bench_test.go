@@ -55,9 +55,23 @@ func TestHarnessSmall(t *testing.T) {
 			t.Fatalf("no measurement for %s", c)
 		}
 	}
+	// The control plane's own counters are read for every contender.
+	for _, c := range Contenders {
+		m := seen[c]
+		if m.ClusterCPU <= 0 || m.EtcdBytes <= 0 || m.Served["POST"] <= 0 {
+			t.Errorf("%s: control-plane cost not measured: CPU %.2f s, etcd %.0f bytes/CR, served %v", c, m.ClusterCPU, m.EtcdBytes, m.Served)
+		}
+	}
+	// The equal-work floor writes as the operator does, verb by verb (the
+	// apiserver's count): creates, the finalizer's apply, the status patch.
+	for _, verb := range []string{"POST", "APPLY", "PATCH"} {
+		if op, fe := seen[Operator].Served[verb], seen[FloorEqual].Served[verb]; op < fe || op > fe+0.5 {
+			t.Errorf("%s requests per CR: the operator %.2f, the equal-work floor %.2f", verb, op, fe)
+		}
+	}
 	// The equal-work floor makes the operator's six writes per new CR
-	// (finalizer, three applies, status, event); the operator makes at least
-	// those, more when a write is retried.
+	// (finalizer, the three objects, status, event); the operator makes at
+	// least those, more when a write is retried.
 	if fe := seen[FloorEqual].Writes; fe != 6 {
 		t.Errorf("the equal-work floor made %.2f writes per CR, want 6", fe)
 	}

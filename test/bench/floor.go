@@ -27,6 +27,7 @@ import (
 	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	cachev1alpha1 "github.com/example/memcached-operator/operator/api/v1alpha1"
 	"github.com/example/memcached-operator/test/internal/cluster"
@@ -46,10 +47,9 @@ type operatorWrites struct {
 	// objects are the Deployment, Service and PodDisruptionBudget as a
 	// client creates them (server-set fields removed): the objects-only floor.
 	objects []client.Object
-	// applied are the same three as the operator applied them: exactly the
-	// fields its field manager owns (client-go's Extract functions read
-	// them from managedFields), as JSON with the CR's name and UID in place.
-	applied [][]byte
+	// owned are the same three as the operator wrote them, as JSON with the
+	// CR's name and UID in place.
+	owned []ownedWrite
 	// status is the Memcached's status as the operator wrote it.
 	status map[string]any
 	// event is the one event the operator recorded for a new Memcached.
@@ -85,27 +85,17 @@ func captureWrites(ctx context.Context, restCfg *rest.Config) (*operatorWrites, 
 			return nil, fmt.Errorf("read the operator's objects: %w", err)
 		}
 	}
-	dac, err := appsv1ac.ExtractDeployment(deployment, fieldOwner)
-	if err != nil {
-		return nil, err
+	extract := []func() (any, error){
+		func() (any, error) { return appsv1ac.ExtractDeployment(deployment, fieldOwner) },
+		func() (any, error) { return corev1ac.ExtractService(service, fieldOwner) },
+		func() (any, error) { return policyv1ac.ExtractPodDisruptionBudget(pdb, fieldOwner) },
 	}
-	sac, err := corev1ac.ExtractService(service, fieldOwner)
-	if err != nil {
-		return nil, err
-	}
-	pac, err := policyv1ac.ExtractPodDisruptionBudget(pdb, fieldOwner)
-	if err != nil {
-		return nil, err
-	}
-	for _, ac := range []any{dac, sac, pac} {
-		raw, err := json.Marshal(ac)
+	for k, o := range []client.Object{deployment, service, pdb} {
+		write, err := ownedWriteOf(o, extract[k])
 		if err != nil {
 			return nil, err
 		}
-		if !bytes.Contains(raw, []byte(`"spec"`)) {
-			return nil, fmt.Errorf("nothing applied by %s in %s", fieldOwner, raw)
-		}
-		w.applied = append(w.applied, raw)
+		w.owned = append(w.owned, write)
 	}
 	for _, o := range []client.Object{deployment, service, pdb} {
 		w.objects = append(w.objects, asCreated(o))
@@ -124,6 +114,49 @@ func captureWrites(ctx context.Context, restCfg *rest.Config) (*operatorWrites, 
 		return nil, fmt.Errorf("no Created event for %s among %d events", key.Name, len(events.Items))
 	}
 	return w, nil
+}
+
+// ownedWrite is how the operator wrote one object for a new Memcached: a
+// create (a POST of the whole object) or a server-side apply of exactly the
+// fields its apply entry owns (client-go's Extract functions read them from
+// managedFields). Which one its managedFields tell: an Update entry of the
+// operator's field manager is a create, an Apply entry an apply.
+type ownedWrite struct {
+	create bool
+	body   []byte
+}
+
+func ownedWriteOf(o client.Object, extract func() (any, error)) (ownedWrite, error) {
+	for _, e := range o.GetManagedFields() {
+		if e.Manager != fieldOwner {
+			continue
+		}
+		if e.Operation == metav1.ManagedFieldsOperationUpdate {
+			created := asCreated(o)
+			created.SetOwnerReferences(o.GetOwnerReferences())
+			// A typed Get leaves apiVersion and kind empty; a POST names them.
+			gvk, err := apiutil.GVKForObject(o, cluster.Scheme)
+			if err != nil {
+				return ownedWrite{}, err
+			}
+			created.GetObjectKind().SetGroupVersionKind(gvk)
+			body, err := json.Marshal(created)
+			return ownedWrite{create: true, body: body}, err
+		}
+		ac, err := extract()
+		if err != nil {
+			return ownedWrite{}, err
+		}
+		body, err := json.Marshal(ac)
+		if err != nil {
+			return ownedWrite{}, err
+		}
+		if !bytes.Contains(body, []byte(`"spec"`)) {
+			return ownedWrite{}, fmt.Errorf("nothing applied by %s in %s", fieldOwner, body)
+		}
+		return ownedWrite{body: body}, nil
+	}
+	return ownedWrite{}, fmt.Errorf("%s %s: no managedFields entry of %s", o.GetObjectKind().GroupVersionKind().Kind, o.GetName(), fieldOwner)
 }
 
 // asCreated strips what the apiserver sets, leaving what a client sends.
@@ -160,16 +193,19 @@ func (w *operatorWrites) objectsFor(i int) []client.Object {
 	return out
 }
 
-// appliedFor is the operator's apply of one object for the CR named name
-// with uid, as controller-runtime's client sends it.
-func (w *operatorWrites) appliedFor(k int, name string, uid types.UID) (runtime.ApplyConfiguration, error) {
-	raw := bytes.ReplaceAll(w.applied[k], []byte(w.name), []byte(name))
+// write makes the operator's write of its k-th object for the CR named
+// name with uid, as controller-runtime's client sends it.
+func (w *operatorWrites) write(ctx context.Context, c client.Client, k int, name string, uid types.UID) error {
+	raw := bytes.ReplaceAll(w.owned[k].body, []byte(w.name), []byte(name))
 	raw = bytes.ReplaceAll(raw, []byte(w.uid), []byte(uid))
 	u := &unstructured.Unstructured{}
 	if err := u.UnmarshalJSON(raw); err != nil {
-		return nil, err
+		return err
 	}
-	return client.ApplyConfigurationFromUnstructured(u), nil
+	if w.owned[k].create {
+		return c.Create(ctx, u, client.FieldOwner(fieldOwner))
+	}
+	return c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(fieldOwner), client.ForceOwnership)
 }
 
 // eventFor is the operator's Created event about the CR.
@@ -186,10 +222,10 @@ func (w *operatorWrites) eventFor(mc *unstructured.Unstructured) *eventsv1.Event
 // measureEqualFloor makes, from Clients concurrent clients with no
 // controller, exactly the writes the operator makes for each new CR, the
 // same way: create the CR (as the operator's clients do); then, at once, the
-// finalizer apply and the three applies with the operator's field manager
-// and body; then the status merge patch guarded by resourceVersion, with the
+// finalizer apply and the three objects written as the operator wrote them
+// (created, or applied with its field manager and body); then the status merge patch guarded by resourceVersion, with the
 // event beside it.
-func measureEqualFloor(restCfg *rest.Config, clusterPIDs []int, n int, w operatorWrites) (Measurement, error) {
+func measureEqualFloor(restCfg *rest.Config, cp *controlPlane, n int, w operatorWrites) (Measurement, error) {
 	ctx := context.Background()
 	// Count the writes rather than assume them.
 	var writes atomic.Int64
@@ -208,20 +244,16 @@ func measureEqualFloor(restCfg *rest.Config, clusterPIDs []int, n int, w operato
 	if err != nil {
 		return Measurement{}, err
 	}
-	cpu0, self0 := clusterCPUSeconds(clusterPIDs), selfCPUSeconds()
+	cp0, err := cp.sample()
+	if err != nil {
+		return Measurement{}, err
+	}
+	self0 := selfCPUSeconds()
 	t0 := time.Now()
 	err = createConcurrently(restCfg, n, func(c client.Client, i int) error {
 		mc := seedMemcached(i)
 		if err := c.Create(ctx, mc); err != nil {
 			return err
-		}
-		applies := make([]runtime.ApplyConfiguration, len(w.applied))
-		for k := range w.applied {
-			ac, err := w.appliedFor(k, mc.GetName(), mc.GetUID())
-			if err != nil {
-				return err
-			}
-			applies[k] = ac
 		}
 		fin := &unstructured.Unstructured{}
 		fin.SetGroupVersionKind(mc.GroupVersionKind())
@@ -230,13 +262,13 @@ func measureEqualFloor(restCfg *rest.Config, clusterPIDs []int, n int, w operato
 		fin.SetUID(mc.GetUID())
 		fin.SetFinalizers([]string{cachev1alpha1.Finalizer})
 
-		errs := make([]error, len(applies)+1)
+		errs := make([]error, len(w.owned)+1)
 		var wg sync.WaitGroup
 		wg.Go(func() {
 			errs[0] = c.Apply(ctx, client.ApplyConfigurationFromUnstructured(fin), client.FieldOwner(fieldOwner), client.ForceOwnership)
 		})
-		for k, ac := range applies {
-			wg.Go(func() { errs[k+1] = c.Apply(ctx, ac, client.FieldOwner(fieldOwner), client.ForceOwnership) })
+		for k := range w.owned {
+			wg.Go(func() { errs[k+1] = w.write(ctx, c, k, mc.GetName(), mc.GetUID()) })
 		}
 		wg.Wait()
 		if err := errors.Join(errs...); err != nil {
@@ -263,8 +295,8 @@ func measureEqualFloor(restCfg *rest.Config, clusterPIDs []int, n int, w operato
 	converge := time.Since(t0)
 	// Less the creates of the CRs: the operator's clients make those.
 	perCR := float64(writes.Load()-int64(n)) / float64(n)
-	return Measurement{Contender: FloorEqual, N: n, Converge: converge, Writes: perCR, Requests: perCR,
-		ClusterCPU: clusterCPUSeconds(clusterPIDs) - cpu0, CPUSeconds: selfCPUSeconds() - self0}, err
+	m := Measurement{Contender: FloorEqual, N: n, Converge: converge, Writes: perCR, Requests: perCR, CPUSeconds: selfCPUSeconds() - self0}
+	return m, errors.Join(err, cp.since(cp0, &m))
 }
 
 // selfCPUSeconds is the harness's own CPU time: what a client spends on
@@ -280,11 +312,15 @@ func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // measureFloor creates the operator's three objects for every CR: the
 // objects alone, none of the operator's other writes.
-func measureFloor(restCfg *rest.Config, clusterPIDs []int, n int, w operatorWrites) (Measurement, error) {
+func measureFloor(restCfg *rest.Config, cp *controlPlane, n int, w operatorWrites) (Measurement, error) {
 	ctx := context.Background()
-	cpu0, self0 := clusterCPUSeconds(clusterPIDs), selfCPUSeconds()
+	cp0, err := cp.sample()
+	if err != nil {
+		return Measurement{}, err
+	}
+	self0 := selfCPUSeconds()
 	t0 := time.Now()
-	err := createConcurrently(restCfg, n, func(c client.Client, i int) error {
+	err = createConcurrently(restCfg, n, func(c client.Client, i int) error {
 		for _, o := range w.objectsFor(i) {
 			if err := c.Create(ctx, o); err != nil {
 				return err
@@ -292,7 +328,6 @@ func measureFloor(restCfg *rest.Config, clusterPIDs []int, n int, w operatorWrit
 		}
 		return nil
 	})
-	converge := time.Since(t0)
-	return Measurement{Contender: Floor, N: n, Converge: converge, Writes: 3, Requests: 3,
-		ClusterCPU: clusterCPUSeconds(clusterPIDs) - cpu0, CPUSeconds: selfCPUSeconds() - self0}, err
+	m := Measurement{Contender: Floor, N: n, Converge: time.Since(t0), Writes: 3, Requests: 3, CPUSeconds: selfCPUSeconds() - self0}
+	return m, errors.Join(err, cp.since(cp0, &m))
 }

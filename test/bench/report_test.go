@@ -21,9 +21,12 @@ func TestResultsMergeAndTargets(t *testing.T) {
 	old.Merge(Results{Machine: "m2", Measurements: []Measurement{
 		{Contender: FloorEqual, N: 1000, Date: "2026-12-03", Runs: 3, Converge: 16 * time.Second, Writes: 6},
 		{Contender: Operator, N: 1000, Date: "2026-12-03", Runs: 3, Converge: 20 * time.Second, CPUSeconds: 1.5, PeakRSSMiB: 70,
-			Controller: true, ScaleP99: 40 * time.Millisecond, HealP99: 600 * time.Millisecond, ResyncWrites: 0},
+			Controller: true, ScaleP99: 40 * time.Millisecond, HealP99: 600 * time.Millisecond, ResyncWrites: 0,
+			ClusterCPU: 27, Served: map[string]float64{"POST": 5, "APPLY": 1, "PATCH": 1, "GET": 0.04}, EtcdBytes: 11878},
+		{Contender: Floor, N: 1000, Date: "2026-12-03", Runs: 3, Converge: 5 * time.Second, Writes: 3, ClusterCPU: 9},
+		{Contender: Seed, N: 1000, Date: "2026-12-03", Runs: 3, Converge: 6 * time.Second, Writes: 1, PeakRSSMiB: 80, Controller: true},
 	}})
-	if len(old.Measurements) != 3 {
+	if len(old.Measurements) != 5 {
 		t.Fatalf("merged %d measurements, want 3: %+v", len(old.Measurements), old.Measurements)
 	}
 	md := Markdown(old)
@@ -37,6 +40,11 @@ func TestResultsMergeAndTargets(t *testing.T) {
 		"| change latency p99 ≤ 500 ms (N=1000) | scale 40ms, heal 600ms | **missed** |",
 		"| 0 writes on resync (N=10000) | 0.00/CR | met |",
 		"Machine: m2.",
+		"| 1000 | operator | 2026-12-03 | 27.0 ms | 3.00× | 5.00 | 1.00 | 1.00 | 0.00 | 0.00 | 0.04 | 0.00 | 0.00 | 11.6 KiB |",
+		"| 10000 | operator | 2026-12-01 | 0.0 ms | — | — | — | — | — | — | — | — | — | — |",
+		"| apiserver+etcd CPU per CR ≤ 2× the objects-only floor (N=1,000) | 3.00× (27.0 s vs 9.0 s) | **missed** |",
+		"| peak RSS ≤ 0.85× the seed's, same run (N=1,000) | 0.88× (70 MiB vs 80 MiB) | **missed** |",
+		"| N=10,000 resync ≤ 15.8 s with 0 writes | 0s, 0.00 writes/CR | **missed** |",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q:\n%s", want, md)

@@ -17,11 +17,15 @@ import (
 type Metrics map[string]*dto.MetricFamily
 
 // Scrape reads url (http://host:port/metrics).
-func Scrape(url string) (Metrics, error) {
+func Scrape(url string) (Metrics, error) { return ScrapeWith(http.DefaultClient, url) }
+
+// ScrapeWith reads url with c: kube-apiserver's /metrics wants the
+// kubeconfig's credentials (rest.HTTPClientFor).
+func ScrapeWith(c *http.Client, url string) (Metrics, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := c.Do(req)
 	if err != nil {
 		return nil, err
 	}
@@ -67,8 +71,13 @@ func (m Metrics) Requests() Requests { return m.RequestsBy("method") }
 // RequestsBy counts rest_client_requests_total by one of its labels
 // (method, code: "429", "<error>" for requests that got no response).
 func (m Metrics) RequestsBy(labelName string) Requests {
+	return m.CounterBy("rest_client_requests_total", labelName)
+}
+
+// CounterBy adds up a counter family by one of its labels.
+func (m Metrics) CounterBy(name, labelName string) Requests {
 	out := Requests{}
-	if f := m["rest_client_requests_total"]; f != nil {
+	if f := m[name]; f != nil {
 		for _, s := range f.GetMetric() {
 			out[Label(s, labelName)] += s.GetCounter().GetValue()
 		}
