@@ -3,19 +3,26 @@ package controller
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"reflect"
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/util/csaupgrade"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
+	cachev1alpha1 "github.com/example/memcached-operator/operator/api/v1alpha1"
 	"github.com/example/memcached-operator/operator/internal/resources"
 )
 
@@ -23,8 +30,9 @@ import (
 // operator writes.
 const FieldOwner = "memcached-operator"
 
-// applyIfChanged server-side applies desired unless live already holds
-// everything desired says, and then replaces live with the apiserver's answer.
+// applyIfChanged creates desired when it does not exist (create), and
+// otherwise server-side applies it unless live already holds everything
+// desired says; live is then replaced with the apiserver's answer.
 // It reports whether the object changed: whether the apiserver created it or
 // now holds other values in the fields desired sets. An apply that changes
 // nothing (a mutating webhook or another field manager immediately puts its
@@ -46,19 +54,38 @@ const FieldOwner = "memcached-operator"
 // conversions at a fifth of the manager's CPU (docs/performance.md).
 //
 // An object read as metadata only (missing from the cache, found in the
-// apiserver) is applied without comparing, and changed if its
-// resourceVersion moved.
+// apiserver) is read in full and compared like a cached one: an apply
+// without comparing would write whenever the object was created rather than
+// applied, since the apply adds its own managedFields entry.
 //
 // A Deployment comes from the cache without its pod template. When the
 // template's fingerprint is the one verified for the same desired object, or
 // when the desired object changed (the apply is due anyway), the rest of the
 // Deployment is compared; otherwise the Deployment is read from the apiserver
 // and compared whole.
-func (r *MemcachedReconciler) applyIfChanged(ctx context.Context, desired runtime.ApplyConfiguration, o *ownedObject) (bool, error) {
+func (r *MemcachedReconciler) applyIfChanged(ctx context.Context, mc *cachev1alpha1.Memcached, desired runtime.ApplyConfiguration, o *ownedObject) (bool, error) {
+	body, err := json.Marshal(desired)
+	if err != nil {
+		return false, fmt.Errorf("encode apply: %w", err)
+	}
+	if !o.exists {
+		created, err := r.createOrFind(ctx, mc, body, o)
+		if err != nil || created {
+			return created, err
+		}
+	}
 	live, exists := o.live, o.exists
+	if exists && o.metadataOnly {
+		// Decoded into an empty object: a decoder merges maps, and labels
+		// removed since the metadata was read must not survive.
+		key, at := client.ObjectKeyFromObject(live), notOlderThan(live)
+		reflect.ValueOf(live).Elem().SetZero()
+		if err := r.APIReader.Get(ctx, key, live, at); err != nil {
+			return false, fmt.Errorf("read %s %s: %w", o.kind, key.Name, err)
+		}
+	}
 	var want, before map[string]any
-	if exists && !o.metadataOnly {
-		var err error
+	if exists {
 		if want, err = runtime.DefaultUnstructuredConverter.ToUnstructured(desired); err != nil {
 			return false, err
 		}
@@ -85,29 +112,19 @@ func (r *MemcachedReconciler) applyIfChanged(ctx context.Context, desired runtim
 			return false, nil
 		}
 	}
-	body, err := json.Marshal(desired)
-	if err != nil {
-		return false, fmt.Errorf("encode apply: %w", err)
-	}
 	named, ok := desired.(namedApplyConfiguration)
 	if !ok || named.GetName() == nil {
 		return false, fmt.Errorf("apply configuration %T has no name", desired)
 	}
-	// A missing object's live copy is empty; the request is addressed by it.
 	live.SetNamespace(ptr.Deref(named.GetNamespace(), ""))
 	live.SetName(*named.GetName())
-	readAt := live.GetResourceVersion()
+	if err := r.handOverToApply(ctx, live, desiredHash(want)); err != nil {
+		return false, err
+	}
 	if err := r.Patch(ctx, withoutFingerprint(live), client.RawPatch(types.ApplyPatchType, body), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return false, err
 	}
 	r.verifiedTemplate(live)
-	switch {
-	case !exists:
-		return true, nil
-	case o.metadataOnly:
-		o.metadataOnly = false
-		return live.GetResourceVersion() != readAt, nil
-	}
 	after, err := runtime.DefaultUnstructuredConverter.ToUnstructured(live)
 	if err != nil {
 		return false, err
@@ -236,4 +253,110 @@ func subset(want, have any) bool {
 	default:
 		return reflect.DeepEqual(want, have)
 	}
+}
+
+// createOrFind creates an object missing from the cache with a plain POST
+// of the desired object (body, the apply configuration as JSON) and reports
+// true, with o.live the apiserver's answer. A create costs the apiserver
+// less than a server-side apply that creates the same object
+// (docs/performance.md): the apply merges the configuration into an empty
+// object and builds its managed fields from a second comparison. The POST's
+// fields are owned by an Update entry of FieldOwner, which handOverToApply
+// moves to the apply entry before the first apply that could drop one.
+//
+// A POST cannot take anything over, so the cache's miss needs no lookup
+// first: a new Memcached costs no reads. When the object exists after all
+// (another tool's of the same name, one of the operator's that lost its
+// labels and with them its place in the cache, or one the cache has not
+// shown yet), its metadata is read: o becomes the operator's object to
+// compare and apply (false, nil), or someone else's, left alone (o.takenBy).
+func (r *MemcachedReconciler) createOrFind(ctx context.Context, mc *cachev1alpha1.Memcached, body []byte, o *ownedObject) (bool, error) {
+	fresh, ok := o.live.DeepCopyObject().(client.Object)
+	if !ok {
+		return false, fmt.Errorf("%T is not an object", o.live)
+	}
+	reflect.ValueOf(fresh).Elem().SetZero()
+	if err := json.Unmarshal(body, fresh); err != nil {
+		return false, fmt.Errorf("decode %s: %w", o.kind, err)
+	}
+	err := r.Create(ctx, fresh, client.FieldOwner(FieldOwner))
+	if err == nil {
+		o.live = fresh
+		r.verifiedTemplate(fresh)
+		return true, nil
+	}
+	if !apierrors.IsAlreadyExists(err) || r.APIReader == nil {
+		return false, err
+	}
+	key := client.ObjectKeyFromObject(fresh)
+	if err := r.readMetadata(ctx, key, o); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, apierrors.NewConflict(schema.GroupResource{Resource: o.kind}, key.Name,
+				errors.New("it existed when it was created and is gone now; the retry creates it"))
+		}
+		return false, fmt.Errorf("read %s %s: %w", o.kind, key.Name, err)
+	}
+	if metav1.IsControlledBy(o.live, mc) || isOwnOrphan(o.live, mc) {
+		o.exists = true
+		return false, nil
+	}
+	o.takenBy = &resourceExistsError{kind: o.kind, name: key.Name, owner: metav1.GetControllerOf(o.live)}
+	return false, o.takenBy
+}
+
+// handOverToApply gives the operator's apply entry the fields its create
+// owns, before it applies an object it created: client-go's csaupgrade turns
+// FieldOwner's Update entry into its Apply entry. Without that, a field
+// later dropped from the desired object would stay, still owned by the
+// create.
+//
+// Only a changed desired object can drop a field, so an apply of the same
+// desired object (hash, the one live carries: a drift heal, or an apply
+// after a restart that changes nothing) needs no hand-over and writes
+// nothing more. Once an object has been handed over there is nothing to
+// move; objects created by an apply never need it.
+//
+// The cache strips managedFields, so they are read, as metadata, unless
+// live carries them (an apiserver answer): one read per spec change of an
+// object, never a steady-state cost.
+func (r *MemcachedReconciler) handOverToApply(ctx context.Context, live client.Object, hash string) error {
+	if live.GetAnnotations()[resources.DesiredHashAnnotation] == hash {
+		return nil
+	}
+	meta := live
+	if len(live.GetManagedFields()) == 0 {
+		gvk, err := apiutil.GVKForObject(live, r.Scheme())
+		if err != nil {
+			return err
+		}
+		m := &metav1.PartialObjectMetadata{}
+		m.SetGroupVersionKind(gvk)
+		reader := r.APIReader
+		if reader == nil {
+			reader = r.Client
+		}
+		if err := reader.Get(ctx, client.ObjectKeyFromObject(live), m, notOlderThan(live)); err != nil {
+			return fmt.Errorf("read %s %s: %w", kindOf(live), live.GetName(), err)
+		}
+		meta = m
+	}
+	patch, err := csaupgrade.UpgradeManagedFieldsPatch(meta, sets.New(FieldOwner), FieldOwner)
+	if err != nil || patch == nil {
+		return err
+	}
+	m := &metav1.PartialObjectMetadata{}
+	gvk, err := apiutil.GVKForObject(live, r.Scheme())
+	if err != nil {
+		return err
+	}
+	m.SetGroupVersionKind(gvk)
+	m.SetNamespace(live.GetNamespace())
+	m.SetName(live.GetName())
+	// The patch carries the resourceVersion it was computed at: a write
+	// in between is a conflict, and the retry computes it again.
+	if err := r.Patch(ctx, m, client.RawPatch(types.JSONPatchType, patch)); err != nil {
+		return fmt.Errorf("hand %s %s over to server-side apply: %w", kindOf(live), live.GetName(), err)
+	}
+	live.SetResourceVersion(m.GetResourceVersion())
+	return nil
 }

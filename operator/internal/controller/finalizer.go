@@ -50,7 +50,7 @@ func (r *MemcachedReconciler) finalize(ctx context.Context, mc *cachev1alpha1.Me
 		r.tracker().forget(mc.UID)
 		return nil
 	}
-	cur, err := r.readOwned(ctx, mc, false)
+	cur, err := r.readOwned(ctx, mc, true)
 	if err != nil {
 		return err
 	}

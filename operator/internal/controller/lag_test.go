@@ -30,10 +30,10 @@ func (c ownedNotCached) Get(ctx context.Context, key client.ObjectKey, obj clien
 	return c.Client.Get(ctx, key, obj, opts...)
 }
 
-// An object missing from the cache is looked up in the apiserver, metadata
-// only. When it is the operator's own, it is applied without a comparison:
-// an apply that changes nothing is no change (no event, no counted write),
-// one that undoes a hand edit is.
+// An object missing from the cache is created; when the POST finds it
+// exists, its metadata is read, and when it is the operator's own it is read
+// in full and compared like a cached one: nothing is written when nothing
+// changed (no event, no counted write), and a hand edit is undone.
 func TestObjectsMissingFromTheCacheAreReadAsMetadata(t *testing.T) {
 	g := NewWithT(t)
 	ctx := testCtx
@@ -52,7 +52,7 @@ func TestObjectsMissingFromTheCacheAreReadAsMetadata(t *testing.T) {
 	reconcile() // creates
 	created := fetch(g, deploymentOf(mc))
 	before := updates()
-	reconcile() // finds them in the apiserver only
+	reconcile() // finds them in the apiserver only, with a failed POST each
 	g.Expect(fetch(g, deploymentOf(mc)).ResourceVersion).To(Equal(created.ResourceVersion), "the apply changed nothing")
 	g.Expect(updates()).To(Equal(before), "an apply that changes nothing is not an update")
 

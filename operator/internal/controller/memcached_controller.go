@@ -1,8 +1,8 @@
 // Package controller holds the Memcached reconciler.
 //
 // A reconcile reads the Memcached and its owned objects from the cache, asks
-// package resources for the desired objects, server-side applies the ones that
-// differ, deletes the ones no longer wanted, and patches status once at the
+// package resources for the desired objects, creates the missing ones,
+// server-side applies the ones that differ, deletes the ones no longer wanted, and patches status once at the
 // end. It never writes when nothing changed: unchanged objects are not
 // applied and an unchanged status is not patched. The cache holds
 // Deployments without their pod templates (cache.go); a template is read from
@@ -11,8 +11,8 @@
 //
 // One concern per file: memcached_controller.go the reconciler and its
 // watches, owned.go reading, applying and deleting the owned objects,
-// apply.go the server-side apply itself, status.go the conditions and the
-// status patch, pods.go the server list and why pods cannot run,
+// apply.go the create and the server-side apply themselves, status.go the
+// conditions and the status patch, pods.go the server list and why pods cannot run,
 // predicates.go which events reach the reconciler, events.go the events it
 // records, finalizer.go and uninstall.go deletion, writes.go and
 // templates.go what the operator remembers of its own writes, cache.go
@@ -136,7 +136,7 @@ func (r *MemcachedReconciler) templates() *verifiedTemplates {
 // reconcile returns when to look again although nothing changed (a
 // certificate nearing its end), or zero.
 func (r *MemcachedReconciler) reconcile(ctx context.Context, before, mc *cachev1alpha1.Memcached) (time.Duration, error) {
-	cur, err := r.readOwned(ctx, mc, resources.PodDisruptionBudget(mc) != nil)
+	cur, err := r.readOwned(ctx, mc, false)
 	if err != nil {
 		return 0, err
 	}

@@ -25,9 +25,10 @@ import (
 	"github.com/example/memcached-operator/operator/internal/resources"
 )
 
-// The objects a Memcached owns: reading them (from the cache, or as metadata
-// from the apiserver when the cache lacks them), applying the ones that
-// differ, and deleting the ones no longer wanted.
+// The objects a Memcached owns: reading them (from the cache; on deletion,
+// as metadata from the apiserver when the cache lacks them), creating the
+// missing ones, applying the ones that differ, and deleting the ones no
+// longer wanted.
 
 // ownedObject is one object a Memcached owns, as read before the apply.
 type ownedObject struct {
@@ -40,7 +41,8 @@ type ownedObject struct {
 	// does not control it: the operator leaves it alone.
 	takenBy *resourceExistsError
 	// metadataOnly: the object was missing from the cache and was read from
-	// the apiserver, metadata only; live has no spec or status to compare.
+	// the apiserver, metadata only; an apply reads the rest before it
+	// compares (apply.go).
 	metadataOnly bool
 }
 
@@ -52,15 +54,14 @@ type owned struct {
 
 func (o *owned) all() []*ownedObject { return []*ownedObject{&o.workload, &o.service, &o.pdb} }
 
-// readOwned reads the objects named after mc. The cache holds only objects
-// carrying the operator's labels, so an object missing from it is looked up
-// in the apiserver before anything is created: a same-named object without
-// the labels (a cache being migrated to the operator, say) must be seen, or
-// the forced apply would silently take it over. That lookup asks for the
-// metadata only: who controls the object is all it decides, and for every
-// new Memcached it runs three times and finds nothing. The budget is read
-// only when it is wanted or may have to be deleted.
-func (r *MemcachedReconciler) readOwned(ctx context.Context, mc *cachev1alpha1.Memcached, wantPDB bool) (*owned, error) {
+// readOwned reads the objects named after mc from the cache. The cache holds
+// only objects carrying the operator's labels; one missing from it is
+// created with a POST, which finds a same-named object without the labels
+// (createOrFind), so a reconcile reads nothing from the apiserver here. The
+// deletion (lookUpMissing) does look the workload and the Service up, as
+// metadata: it must delete the Memcached's own even when they lost their
+// labels.
+func (r *MemcachedReconciler) readOwned(ctx context.Context, mc *cachev1alpha1.Memcached, lookUpMissing bool) (*owned, error) {
 	workload := ownedObject{kind: "Deployment", live: &appsv1.Deployment{}}
 	if mc.GetIdentity() == cachev1alpha1.IdentityStable {
 		workload = ownedObject{kind: "StatefulSet", live: &appsv1.StatefulSet{}}
@@ -72,16 +73,16 @@ func (r *MemcachedReconciler) readOwned(ctx context.Context, mc *cachev1alpha1.M
 	}
 	key := types.NamespacedName{Namespace: mc.Namespace, Name: mc.Name}
 	for _, o := range cur.all() {
-		if err := r.readOne(ctx, mc, key, o, o != &cur.pdb || wantPDB); err != nil {
+		if err := r.readOne(ctx, mc, key, o, lookUpMissing && o != &cur.pdb); err != nil {
 			return nil, err
 		}
 	}
 	return cur, nil
 }
 
-func (r *MemcachedReconciler) readOne(ctx context.Context, mc *cachev1alpha1.Memcached, key types.NamespacedName, o *ownedObject, wanted bool) error {
+func (r *MemcachedReconciler) readOne(ctx context.Context, mc *cachev1alpha1.Memcached, key types.NamespacedName, o *ownedObject, lookUp bool) error {
 	err := r.Get(ctx, key, o.live)
-	if apierrors.IsNotFound(err) && wanted && r.APIReader != nil {
+	if apierrors.IsNotFound(err) && lookUp && r.APIReader != nil {
 		err = r.readMetadata(ctx, key, o)
 	}
 	switch {
@@ -239,7 +240,7 @@ func (r *MemcachedReconciler) applyOwned(ctx context.Context, before, mc *cachev
 			continue
 		}
 		wg.Go(func() {
-			changed, err := r.applyIfChanged(ctx, desired[i], o)
+			changed, err := r.applyIfChanged(ctx, mc, desired[i], o)
 			outcomes[i] = outcome{changed: changed, err: err}
 		})
 	}

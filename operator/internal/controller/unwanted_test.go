@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	cachev1alpha1 "github.com/example/memcached-operator/operator/api/v1alpha1"
 )
 
@@ -28,6 +30,9 @@ func TestUnwantedObjectsAreRemoved(t *testing.T) {
 	g.Expect(fetch(g, deploymentOf(mc)).Spec.Template.Spec.Containers).To(HaveLen(2))
 	g.Expect(fetch(g, svc).Spec.Ports).To(HaveLen(2))
 	fetch(g, pdb)
+	// Created with a POST: its fields are the create's until the first
+	// change hands them over to the operator's apply (apply.go).
+	g.Expect(managerEntries(fetch(g, deploymentOf(mc)))).To(ConsistOf(metav1.ManagedFieldsOperationUpdate))
 
 	update(t, mc, func(m *cachev1alpha1.Memcached) {
 		m.Spec.HighAvailability = &cachev1alpha1.HighAvailabilitySpec{
@@ -44,10 +49,24 @@ func TestUnwantedObjectsAreRemoved(t *testing.T) {
 		g.Expect(pod.NodeSelector).To(BeEmpty())
 		g.Expect(fetch(g, svc).Spec.Ports).To(HaveLen(1))
 	}, timeout, interval).Should(Succeed())
+	g.Expect(managerEntries(fetch(g, deploymentOf(mc)))).To(ConsistOf(metav1.ManagedFieldsOperationApply))
+	g.Expect(managerEntries(fetch(g, svc))).To(ConsistOf(metav1.ManagedFieldsOperationApply))
 
 	// Scaling down to one pod with the budget left at its default removes it too.
 	update(t, mc, func(m *cachev1alpha1.Memcached) { m.Spec.HighAvailability = nil })
 	NewWithT(t).Eventually(func(g Gomega) { fetch(g, pdb) }, timeout, interval).Should(Succeed())
 	update(t, mc, func(m *cachev1alpha1.Memcached) { m.Spec.Size = ptr.To[int32](1) })
 	NewWithT(t).Eventually(func() bool { return apierrors.IsNotFound(k8sClient.Get(testCtx, key(pdb), pdb)) }, timeout, interval).Should(BeTrue())
+}
+
+// managerEntries are the operations of the operator's managedFields entries
+// on obj.
+func managerEntries(obj client.Object) []metav1.ManagedFieldsOperationType {
+	var out []metav1.ManagedFieldsOperationType
+	for _, e := range obj.GetManagedFields() {
+		if e.Manager == FieldOwner {
+			out = append(out, e.Operation)
+		}
+	}
+	return out
 }
