@@ -206,6 +206,7 @@ func run(o *options) error {
 		Recorder:                mgr.GetEventRecorder("memcached-operator"),
 		Defaults:                resources.Options{MemcachedImage: o.memcachedImage, ExporterImage: o.exporterImage, ReloaderImage: o.reloaderImage},
 		MaxConcurrentReconciles: o.maxConcurrentReconciles,
+		Namespaces:              splitList(o.watchNamespaces),
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the memcached controller: %w", err)
 	}

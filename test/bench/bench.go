@@ -96,10 +96,13 @@ type Measurement struct {
 	AllocKiB   float64
 	Reconciles float64
 	PeakRSSMiB float64
+	// ScrapeKiB is what one scrape of the controller's /metrics allocates
+	// once it has converged (its per-Memcached series included).
+	ScrapeKiB  float64 `json:",omitempty"`
 	Errors     int
 	ClusterCPU float64 // kube-apiserver + etcd CPU seconds while converging
 	// Served are the requests kube-apiserver served while converging, per
-	// CR, by verb (CREATE, APPLY, PATCH, GET, LIST, WATCH, ...), from every
+	// CR, by verb (POST, APPLY, PATCH, GET, LIST, WATCH, ...), from every
 	// client; EtcdBytes are the bytes etcd appended to its log per CR.
 	Served       map[string]float64 `json:",omitempty"`
 	EtcdBytes    float64            `json:",omitempty"`
@@ -347,10 +350,14 @@ func measureController(ctx context.Context, timeout time.Duration, restCfg *rest
 	if err != nil {
 		return m, err
 	}
+	// What one /metrics scrape allocates, now that the controller is idle:
+	// the allocation counter between two scrapes in a row.
+	if again, err := p.scrape(); err == nil {
+		m.ScrapeKiB = (again.Sum(allocatedBytes, nil) - after.Sum(allocatedBytes, nil)) / 1024
+	}
 	reqs := after.Requests().Minus(before.Requests())
 	m.Writes, m.Requests = reqs.Writes()/float64(n), reqs.Total()/float64(n)
-	const allocated = "go_memstats_alloc_bytes_total"
-	m.AllocKiB = (after.Sum(allocated, nil) - before.Sum(allocated, nil)) / 1024 / float64(n)
+	m.AllocKiB = (after.Sum(allocatedBytes, nil) - before.Sum(allocatedBytes, nil)) / 1024 / float64(n)
 	m.Reconciles = (after.Reconciles() - before.Reconciles()) / float64(n)
 	m.CPUSeconds = cpu1 - cpu0
 	m.Errors = p.errorsLogged()
@@ -394,6 +401,9 @@ func measureController(ctx context.Context, timeout time.Duration, restCfg *rest
 	m.Errors += p2.errorsLogged()
 	return m, nil
 }
+
+// allocatedBytes is the Go runtime's count of bytes allocated so far.
+const allocatedBytes = "go_memstats_alloc_bytes_total"
 
 // profileCPU takes a CPU profile with get for about the time the operator
 // takes to converge n CRs, when cfg.ProfileDir is set. The returned channel
@@ -558,6 +568,7 @@ func Medians(ms []Measurement) []Measurement {
 			Errors:       int(med(func(m Measurement) float64 { return float64(m.Errors) })),
 			ClusterCPU:   med(func(m Measurement) float64 { return m.ClusterCPU }),
 			EtcdBytes:    med(func(m Measurement) float64 { return m.EtcdBytes }),
+			ScrapeKiB:    med(func(m Measurement) float64 { return m.ScrapeKiB }),
 			Served:       medianByKey(g, func(m Measurement) map[string]float64 { return m.Served }),
 			ResyncWrites: med(func(m Measurement) float64 { return m.ResyncWrites }),
 			ResyncReqs:   med(func(m Measurement) float64 { return m.ResyncReqs }),

@@ -122,12 +122,12 @@ func Markdown(r Results) string {
 	w("- **seed**: the seed tutorial's reconciler (Get → Create Deployment + `Requeue` → Update replicas; one worker, the tutorial's manager defaults).\n\n")
 	w("*Converged*: for the floors, every write returned; for the seed, every Deployment exists with 3 replicas; for the operator, every CR's\n")
 	w("`status.observedGeneration` equals its generation, which it writes after applying all three objects. Requests are counted inside the\n")
-	w("controller process (client-go's `rest_client_requests_total`) until it is idle, so the last CR's event counts too; *peak RSS* is the controller's high-water mark (VmHWM) when it converged. *Resync*: the controller is restarted on the converged set and\n")
+	w("controller process (client-go's `rest_client_requests_total`) until it is idle, so the last CR's event counts too; *peak RSS* is the controller's high-water mark (VmHWM) when it converged; *one scrape allocates* is the Go runtime's allocation counter across one `/metrics` scrape of the idle controller. *Resync*: the controller is restarted on the converged set and\n")
 	w("runs until it has reconciled every CR and its queue stayed empty for a second; its time runs from the restart. For the floors, the\n")
 	w("CPU column is the harness's own CPU for the same requests (a client without a controller). Figures are medians of the runs shown.\n\n")
 
-	w("| N | contender | measured | runs | converged in | × floor-equal | × floor | writes/CR | requests/CR | reconciles/CR | controller CPU/CR | allocated/CR | peak RSS | errors | apiserver+etcd CPU s | resync writes/CR | resync time |\n")
-	w("| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	w("| N | contender | measured | runs | converged in | × floor-equal | × floor | writes/CR | requests/CR | reconciles/CR | controller CPU/CR | allocated/CR | peak RSS | one scrape allocates | errors | apiserver+etcd CPU s | resync writes/CR | resync time |\n")
+	w("| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, m := range ms {
 		ratio := func(base string) string {
 			f := find(ms, base, m.N)
@@ -136,15 +136,18 @@ func Markdown(r Results) string {
 			}
 			return fmt.Sprintf("%.2f×", m.Converge.Seconds()/f.Converge.Seconds())
 		}
-		rec, cpu, alloc, rss, resW, resT := "—", "—", "—", "—", "—", "—"
+		rec, cpu, alloc, rss, scrape, resW, resT := "—", "—", "—", "—", "—", "—", "—"
 		if m.Controller {
 			rec, cpu, alloc, rss = fmt.Sprintf("%.2f", m.Reconciles), cpuPerCR(m), fmt.Sprintf("%.0f KiB", m.AllocKiB), fmt.Sprintf("%.0f MiB", m.PeakRSSMiB)
+			if m.ScrapeKiB > 0 {
+				scrape = fmt.Sprintf("%.0f KiB", m.ScrapeKiB)
+			}
 			resW, resT = fmt.Sprintf("%.2f", m.ResyncWrites), round(m.ResyncTime)
 		} else if m.CPUSeconds > 0 {
 			cpu = cpuPerCR(m) + " (harness)"
 		}
-		w("| %d | %s | %s | %d | %s | %s | %s | %.2f | %.2f | %s | %s | %s | %s | %d | %.1f | %s | %s |\n",
-			m.N, m.Contender, m.Date, m.Runs, round(m.Converge), ratio(FloorEqual), ratio(Floor), m.Writes, m.Requests, rec, cpu, alloc, rss, m.Errors, m.ClusterCPU, resW, resT)
+		w("| %d | %s | %s | %d | %s | %s | %s | %.2f | %.2f | %s | %s | %s | %s | %s | %d | %.1f | %s | %s |\n",
+			m.N, m.Contender, m.Date, m.Runs, round(m.Converge), ratio(FloorEqual), ratio(Floor), m.Writes, m.Requests, rec, cpu, alloc, rss, scrape, m.Errors, m.ClusterCPU, resW, resT)
 	}
 	w("\n")
 

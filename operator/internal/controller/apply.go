@@ -86,16 +86,18 @@ func (r *MemcachedReconciler) applyIfChanged(ctx context.Context, mc *cachev1alp
 	}
 	var want, before map[string]any
 	if exists {
-		if want, err = runtime.DefaultUnstructuredConverter.ToUnstructured(desired); err != nil {
+		if want, err = desiredObject(desired); err != nil {
 			return false, err
 		}
-		// apiVersion and kind address the object rather than describe it,
-		// and a typed object read from the apiserver has them empty.
-		delete(want, "apiVersion")
-		delete(want, "kind")
 		if fingerprint, templateless := cachedWithoutTemplate(live); templateless {
 			key, hash := client.ObjectKeyFromObject(live), desiredHash(want)
-			if r.templates().holds(key, live.GetUID(), fingerprint, hash) || live.GetAnnotations()[resources.DesiredHashAnnotation] != hash {
+			verified := func() bool { return r.templates().holds(key, live.GetUID(), fingerprint, hash) }
+			changed := live.GetAnnotations()[resources.DesiredHashAnnotation] != hash
+			if !changed && !verified() {
+				// After a restart the warm-up may be verifying it now.
+				r.templates().awaitWarmUp(ctx)
+			}
+			if changed || verified() {
 				// The template is as verified, or the desired object
 				// changed and is applied whatever the template holds:
 				// compare the rest.
@@ -130,6 +132,19 @@ func (r *MemcachedReconciler) applyIfChanged(ctx context.Context, mc *cachev1alp
 		return false, err
 	}
 	return differsOn(want, before, after), nil
+}
+
+// desiredObject is desired as the comparison sees it: unstructured, without
+// apiVersion and kind, which address the object rather than describe it
+// (a typed object read from the apiserver has them empty).
+func desiredObject(desired runtime.ApplyConfiguration) (map[string]any, error) {
+	want, err := runtime.DefaultUnstructuredConverter.ToUnstructured(desired)
+	if err != nil {
+		return nil, err
+	}
+	delete(want, "apiVersion")
+	delete(want, "kind")
+	return want, nil
 }
 
 // verifiedTemplate records the pod template of live, a Deployment read in

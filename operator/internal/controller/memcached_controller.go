@@ -15,8 +15,8 @@
 // conditions and the status patch, pods.go the server list and why pods cannot run,
 // predicates.go which events reach the reconciler, events.go the events it
 // records, finalizer.go and uninstall.go deletion, writes.go and
-// templates.go what the operator remembers of its own writes, cache.go
-// what the informers hold.
+// templates.go what the operator remembers of its own writes, warmup.go how
+// a new leader fills that record, cache.go what the informers hold.
 package controller
 
 import (
@@ -56,6 +56,9 @@ type MemcachedReconciler struct {
 	// MaxConcurrentReconciles is the number of Memcacheds reconciled in
 	// parallel. Zero means one.
 	MaxConcurrentReconciles int
+	// Namespaces are the watched namespaces, as the cache is given them;
+	// none means all.
+	Namespaces []string
 
 	// The write tracker and the template record are made on first use, by
 	// whichever of the workers comes first, so under a sync.Once each.
@@ -200,6 +203,10 @@ func (r *MemcachedReconciler) observePods(ctx context.Context, mc *cachev1alpha1
 func (r *MemcachedReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.APIReader == nil {
 		r.APIReader = mgr.GetAPIReader()
+	}
+	r.templates().warmingUp()
+	if err := mgr.Add(templateWarmUp{r: r, namespaces: r.Namespaces}); err != nil {
+		return fmt.Errorf("add the template warm-up: %w", err)
 	}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Pod{}, podInstanceIndex, podInstance); err != nil {
 		return fmt.Errorf("index pods by instance: %w", err)

@@ -95,9 +95,16 @@ func TestEphemeralCannotBecomeStable(t *testing.T) {
 	ns := newNamespace(t)
 	mc := newMemcached(ns, "ephemeral", 1)
 	g.Expect(k8sClient.Create(testCtx, mc)).To(Succeed())
-	cur := fetch(g, mc)
-	cur.Spec.Identity = cachev1alpha1.IdentityStable
-	err := k8sClient.Update(testCtx, cur)
+	// The operator writes the new Memcached (finalizer, status) meanwhile:
+	// an update that races it is a conflict, tried again on a fresh copy.
+	var err error
+	for range 20 {
+		cur := fetch(g, mc)
+		cur.Spec.Identity = cachev1alpha1.IdentityStable
+		if err = k8sClient.Update(testCtx, cur); !apierrors.IsConflict(err) {
+			break
+		}
+	}
 	g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want Invalid, got %v", err)
 	g.Expect(err.Error()).To(ContainSubstring("Create a new Memcached with the identity you want"))
 }

@@ -1,7 +1,9 @@
 package controller
 
 import (
+	"context"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -24,6 +26,9 @@ import (
 type verifiedTemplates struct {
 	mu      sync.Mutex
 	entries map[types.NamespacedName]verifiedTemplate
+	// warm is closed once the warm-up (warmup.go) has verified what it
+	// could; closed from the start when no warm-up runs.
+	warm chan struct{}
 }
 
 type verifiedTemplate struct {
@@ -32,7 +37,45 @@ type verifiedTemplate struct {
 }
 
 func newVerifiedTemplates() *verifiedTemplates {
-	return &verifiedTemplates{entries: map[types.NamespacedName]verifiedTemplate{}}
+	warm := make(chan struct{})
+	close(warm)
+	return &verifiedTemplates{entries: map[types.NamespacedName]verifiedTemplate{}, warm: warm}
+}
+
+// warmingUp says a warm-up will run: awaitWarmUp waits for warmedUp.
+func (v *verifiedTemplates) warmingUp() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.warm = make(chan struct{})
+}
+
+// warmedUp ends the wait, once.
+func (v *verifiedTemplates) warmedUp() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	select {
+	case <-v.warm:
+	default:
+		close(v.warm)
+	}
+}
+
+// warmUpWait bounds how long a reconcile waits for the warm-up before it
+// reads its template itself: the warm-up of 10,000 Deployments takes
+// seconds, and a warm-up that cannot finish must not hold reconciles back.
+const warmUpWait = 30 * time.Second
+
+// awaitWarmUp returns when the warm-up is over, after warmUpWait, or when
+// ctx ends.
+func (v *verifiedTemplates) awaitWarmUp(ctx context.Context) {
+	v.mu.Lock()
+	warm := v.warm
+	v.mu.Unlock()
+	select {
+	case <-warm:
+	case <-ctx.Done():
+	case <-time.After(warmUpWait):
+	}
 }
 
 // holds reports whether the Deployment key with uid was verified with this

@@ -122,7 +122,15 @@ func (c templatelessReads) Get(ctx context.Context, key client.ObjectKey, obj cl
 // deploymentReads counts the Deployments read from the apiserver.
 type deploymentReads struct {
 	client.Reader
-	n atomic.Int64
+	n     atomic.Int64 // Deployments read one by one
+	pages atomic.Int64 // lists of Deployments
+}
+
+func (r *deploymentReads) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if _, ok := list.(*appsv1.DeploymentList); ok {
+		r.pages.Add(1)
+	}
+	return r.Reader.List(ctx, list, opts...)
 }
 
 func (r *deploymentReads) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
@@ -207,4 +215,44 @@ func TestPodTemplateIsReadOnlyWhenItChanged(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(r.templates().entries).To(BeEmpty(), "a deleted Memcached's record goes")
 	}, timeout, interval).Should(Succeed())
+}
+
+// A new leader verifies the templates of the operator's Deployments with a
+// paginated LIST before the resync's reconciles need them: those reconciles
+// read no template, and one changed by hand is still read and healed.
+func TestWarmUpVerifiesTemplatesAfterARestart(t *testing.T) {
+	g := NewWithT(t)
+	var applies atomic.Int64
+	newReconciler := func() (*MemcachedReconciler, *deploymentReads) {
+		reads := &deploymentReads{Reader: reconciler.APIReader}
+		return &MemcachedReconciler{Client: podsFromCache{templatelessReads{Client: k8sClient, applies: &applies}}, APIReader: reads, Defaults: testDefaults}, reads
+	}
+	first, _ := newReconciler()
+	intact, changed := newMemcached(unmanagedNamespace, "warm-intact", 2), newMemcached(unmanagedNamespace, "warm-changed", 2)
+	for _, mc := range []*cachev1alpha1.Memcached{intact, changed} {
+		createUnmanaged(t, mc)
+		_, err := first.Reconcile(testCtx, ctrl.Request{NamespacedName: key(mc)})
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	update(t, deploymentOf(changed), func(d *appsv1.Deployment) { d.Spec.Template.Spec.Containers[0].Image = "memcached:evil" })
+
+	r, reads := newReconciler() // restarted
+	r.templates().warmingUp()
+	g.Expect(templateWarmUp{r: r, namespaces: []string{unmanagedNamespace}, pageSize: 1}.Start(testCtx)).To(Succeed())
+	g.Expect(reads.pages.Load()).To(BeNumerically(">=", 2), "one Deployment a page")
+
+	reconcile := func(mc *cachev1alpha1.Memcached) (int64, bool) {
+		t.Helper()
+		before, applied := reads.n.Load(), applies.Load()
+		_, err := r.Reconcile(testCtx, ctrl.Request{NamespacedName: key(mc)})
+		g.Expect(err).NotTo(HaveOccurred())
+		return reads.n.Load() - before, applies.Load() != applied
+	}
+	n, written := reconcile(intact)
+	g.Expect(n).To(BeZero(), "verified by the warm-up: not read again")
+	g.Expect(written).To(BeFalse())
+	n, written = reconcile(changed)
+	g.Expect(n).To(Equal(int64(1)), "a template the warm-up could not verify is read")
+	g.Expect(written).To(BeTrue())
+	g.Expect(fetch(g, deploymentOf(changed)).Spec.Template.Spec.Containers[0].Image).To(Equal(testDefaults.MemcachedImage), "healed")
 }
