@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/util/csaupgrade"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
@@ -74,8 +73,9 @@ func (r *MemcachedReconciler) applyIfChanged(ctx context.Context, mc *cachev1alp
 			return created, err
 		}
 	}
-	live, exists := o.live, o.exists
-	if exists && o.metadataOnly {
+	// From here on the object exists and is the operator's.
+	live := o.live
+	if o.metadataOnly {
 		// Decoded into an empty object: a decoder merges maps, and labels
 		// removed since the metadata was read must not survive.
 		key, at := client.ObjectKeyFromObject(live), notOlderThan(live)
@@ -84,42 +84,35 @@ func (r *MemcachedReconciler) applyIfChanged(ctx context.Context, mc *cachev1alp
 			return false, fmt.Errorf("read %s %s: %w", o.kind, key.Name, err)
 		}
 	}
-	var want, before map[string]any
-	if exists {
-		if want, err = desiredObject(desired); err != nil {
-			return false, err
+	want, err := desiredObject(desired)
+	if err != nil {
+		return false, err
+	}
+	if fingerprint, templateless := cachedWithoutTemplate(live); templateless {
+		key, hash := client.ObjectKeyFromObject(live), desiredHash(want)
+		verified := func() bool { return r.templates().holds(key, live.GetUID(), fingerprint, hash) }
+		changed := live.GetAnnotations()[resources.DesiredHashAnnotation] != hash
+		if !changed && !verified() {
+			// After a restart the warm-up may be verifying it now.
+			r.templates().awaitWarmUp(ctx)
 		}
-		if fingerprint, templateless := cachedWithoutTemplate(live); templateless {
-			key, hash := client.ObjectKeyFromObject(live), desiredHash(want)
-			verified := func() bool { return r.templates().holds(key, live.GetUID(), fingerprint, hash) }
-			changed := live.GetAnnotations()[resources.DesiredHashAnnotation] != hash
-			if !changed && !verified() {
-				// After a restart the warm-up may be verifying it now.
-				r.templates().awaitWarmUp(ctx)
-			}
-			if changed || verified() {
-				// The template is as verified, or the desired object
-				// changed and is applied whatever the template holds:
-				// compare the rest.
-				want = withoutPodTemplate(want)
-			} else if err := r.APIReader.Get(ctx, key, withoutFingerprint(live), notOlderThan(live)); err != nil {
-				return false, fmt.Errorf("read %s %s: %w", o.kind, key.Name, err)
-			}
-		}
-		if before, err = runtime.DefaultUnstructuredConverter.ToUnstructured(live); err != nil {
-			return false, err
-		}
-		if subset(want, before) {
-			r.verifiedTemplate(live)
-			return false, nil
+		if changed || verified() {
+			// The template is as verified, or the desired object
+			// changed and is applied whatever the template holds:
+			// compare the rest.
+			want = withoutPodTemplate(want)
+		} else if err := r.APIReader.Get(ctx, key, withoutFingerprint(live), notOlderThan(live)); err != nil {
+			return false, fmt.Errorf("read %s %s: %w", o.kind, key.Name, err)
 		}
 	}
-	named, ok := desired.(namedApplyConfiguration)
-	if !ok || named.GetName() == nil {
-		return false, fmt.Errorf("apply configuration %T has no name", desired)
+	before, err := runtime.DefaultUnstructuredConverter.ToUnstructured(live)
+	if err != nil {
+		return false, err
 	}
-	live.SetNamespace(ptr.Deref(named.GetNamespace(), ""))
-	live.SetName(*named.GetName())
+	if subset(want, before) {
+		r.verifiedTemplate(live)
+		return false, nil
+	}
 	if err := r.handOverToApply(ctx, live, desiredHash(want)); err != nil {
 		return false, err
 	}
@@ -207,13 +200,6 @@ func withoutPodTemplate(want map[string]any) map[string]any {
 	out["spec"] = maps.Clone(spec)
 	delete(out["spec"].(map[string]any), "template")
 	return out
-}
-
-// namedApplyConfiguration is what client-go's generated apply
-// configurations tell about the object they address.
-type namedApplyConfiguration interface {
-	GetName() *string
-	GetNamespace() *string
 }
 
 // differsOn reports whether after differs from before in any field want
