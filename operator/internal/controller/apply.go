@@ -105,13 +105,9 @@ func (r *MemcachedReconciler) applyIfChanged(ctx context.Context, mc *cachev1alp
 			return false, fmt.Errorf("read %s %s: %w", o.kind, key.Name, err)
 		}
 	}
-	before, err := runtime.DefaultUnstructuredConverter.ToUnstructured(live)
-	if err != nil {
+	before, holds, err := r.holdsDesired(want, live)
+	if err != nil || holds {
 		return false, err
-	}
-	if subset(want, before) {
-		r.verifiedTemplate(live)
-		return false, nil
 	}
 	if err := r.handOverToApply(ctx, live, desiredHash(want)); err != nil {
 		return false, err
@@ -125,6 +121,21 @@ func (r *MemcachedReconciler) applyIfChanged(ctx context.Context, mc *cachev1alp
 		return false, err
 	}
 	return differsOn(want, before, after), nil
+}
+
+// holdsDesired reports whether live holds every field want sets, and
+// records live's pod template as verified when it does. It returns live as
+// compared, unstructured.
+func (r *MemcachedReconciler) holdsDesired(want map[string]any, live client.Object) (map[string]any, bool, error) {
+	have, err := runtime.DefaultUnstructuredConverter.ToUnstructured(live)
+	if err != nil {
+		return nil, false, err
+	}
+	if !subset(want, have) {
+		return have, false, nil
+	}
+	r.verifiedTemplate(live)
+	return have, true, nil
 }
 
 // desiredObject is desired as the comparison sees it: unstructured, without
@@ -324,14 +335,13 @@ func (r *MemcachedReconciler) handOverToApply(ctx context.Context, live client.O
 	if live.GetAnnotations()[resources.DesiredHashAnnotation] == hash {
 		return nil
 	}
-	meta := live
+	target, err := r.emptyMetadata(live)
+	if err != nil {
+		return err
+	}
+	withFields := live
 	if len(live.GetManagedFields()) == 0 {
-		gvk, err := apiutil.GVKForObject(live, r.Scheme())
-		if err != nil {
-			return err
-		}
-		m := &metav1.PartialObjectMetadata{}
-		m.SetGroupVersionKind(gvk)
+		m := target.DeepCopy()
 		reader := r.APIReader
 		if reader == nil {
 			reader = r.Client
@@ -339,25 +349,31 @@ func (r *MemcachedReconciler) handOverToApply(ctx context.Context, live client.O
 		if err := reader.Get(ctx, client.ObjectKeyFromObject(live), m, notOlderThan(live)); err != nil {
 			return fmt.Errorf("read %s %s: %w", kindOf(live), live.GetName(), err)
 		}
-		meta = m
+		withFields = m
 	}
-	patch, err := csaupgrade.UpgradeManagedFieldsPatch(meta, sets.New(FieldOwner), FieldOwner)
+	patch, err := csaupgrade.UpgradeManagedFieldsPatch(withFields, sets.New(FieldOwner), FieldOwner)
 	if err != nil || patch == nil {
 		return err
 	}
-	m := &metav1.PartialObjectMetadata{}
-	gvk, err := apiutil.GVKForObject(live, r.Scheme())
-	if err != nil {
-		return err
-	}
-	m.SetGroupVersionKind(gvk)
-	m.SetNamespace(live.GetNamespace())
-	m.SetName(live.GetName())
+	target.SetNamespace(live.GetNamespace())
+	target.SetName(live.GetName())
 	// The patch carries the resourceVersion it was computed at: a write
 	// in between is a conflict, and the retry computes it again.
-	if err := r.Patch(ctx, m, client.RawPatch(types.JSONPatchType, patch)); err != nil {
+	if err := r.Patch(ctx, target, client.RawPatch(types.JSONPatchType, patch)); err != nil {
 		return fmt.Errorf("hand %s %s over to server-side apply: %w", kindOf(live), live.GetName(), err)
 	}
-	live.SetResourceVersion(m.GetResourceVersion())
+	live.SetResourceVersion(target.GetResourceVersion())
 	return nil
+}
+
+// emptyMetadata is an empty metadata-only object of obj's kind, to read or
+// patch obj's metadata alone.
+func (r *MemcachedReconciler) emptyMetadata(obj client.Object) (*metav1.PartialObjectMetadata, error) {
+	gvk, err := apiutil.GVKForObject(obj, r.Scheme())
+	if err != nil {
+		return nil, err
+	}
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(gvk)
+	return m, nil
 }

@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	cachev1alpha1 "github.com/example/memcached-operator/operator/api/v1alpha1"
@@ -101,12 +100,10 @@ func (r *MemcachedReconciler) readOne(ctx context.Context, mc *cachev1alpha1.Mem
 // readMetadata reads an owned object's metadata from the apiserver into
 // o.live.
 func (r *MemcachedReconciler) readMetadata(ctx context.Context, key types.NamespacedName, o *ownedObject) error {
-	gvk, err := apiutil.GVKForObject(o.live, r.Scheme())
+	m, err := r.emptyMetadata(o.live)
 	if err != nil {
 		return err
 	}
-	m := &metav1.PartialObjectMetadata{}
-	m.SetGroupVersionKind(gvk)
 	if err := r.APIReader.Get(ctx, key, m); err != nil {
 		return err
 	}

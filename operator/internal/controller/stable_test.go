@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
@@ -137,4 +138,19 @@ func TestWarmRestartClaimsAMemoryFile(t *testing.T) {
 	g.Expect(strings.Join(pod.Containers[0].Args, " ")).To(ContainSubstring("-e " + resources.MemoryFile))
 	g.Expect(slices.Contains(pod.Containers[1].Args, "--memory-file="+resources.MemoryFile)).To(BeTrue(), "reloader args %v", pod.Containers[1].Args)
 	g.Expect(pod.Containers[0].Lifecycle.PreStop.Sleep.Seconds).To(Equal(int64(cachev1alpha1.DefaultDrainSeconds + 5)))
+
+	// The first change after the create hands the create's fields over to
+	// the operator's apply (apply.go). The apply repeats the claim
+	// template, which a StatefulSet cannot change: it must match the one
+	// the apiserver defaulted at the create, or the apiserver refuses the
+	// whole apply.
+	g.Expect(managerEntries(sts)).To(ConsistOf(metav1.ManagedFieldsOperationUpdate))
+	update(t, mc, func(m *cachev1alpha1.Memcached) { m.Spec.NodeSelector = map[string]string{"pool": "cache"} })
+	g.Eventually(func(g Gomega) {
+		cur := fetch(g, statefulSetOf(mc))
+		g.Expect(cur.Spec.Template.Spec.NodeSelector).To(Equal(map[string]string{"pool": "cache"}))
+		g.Expect(managerEntries(cur)).To(ConsistOf(metav1.ManagedFieldsOperationApply))
+		g.Expect(cur.Spec.VolumeClaimTemplates).To(Equal(sts.Spec.VolumeClaimTemplates))
+	}, timeout, interval).Should(Succeed())
+	g.Consistently(func(g Gomega) []string { return eventReasons(g, mc) }, time.Second, interval).ShouldNot(ContainElement(EventApplyFailed))
 }

@@ -7,7 +7,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -76,8 +75,8 @@ func (w templateWarmUp) Start(ctx context.Context) error {
 }
 
 // verifyListed records d's template as verified when it holds everything
-// its Memcached's desired Deployment sets, the comparison applyIfChanged
-// makes.
+// its Memcached's desired Deployment sets: the comparison applyIfChanged
+// makes (holdsDesired).
 func (r *MemcachedReconciler) verifyListed(ctx context.Context, d *appsv1.Deployment) bool {
 	owner := metav1.GetControllerOf(d)
 	if owner == nil || owner.Kind != "Memcached" {
@@ -92,10 +91,6 @@ func (r *MemcachedReconciler) verifyListed(ctx context.Context, d *appsv1.Deploy
 	if err != nil {
 		return false
 	}
-	have, err := runtime.DefaultUnstructuredConverter.ToUnstructured(d)
-	if err != nil || !subset(want, have) {
-		return false
-	}
-	r.verifiedTemplate(d)
-	return true
+	_, holds, err := r.holdsDesired(want, d)
+	return err == nil && holds
 }
