@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1alpha1 "github.com/example/memcached-operator/operator/api/v1alpha1"
@@ -174,14 +175,29 @@ func (r *MemcachedReconciler) patchStatus(ctx context.Context, before, mc *cache
 	if equality.Semantic.DeepEqual(before.Status, mc.Status) {
 		return false, nil
 	}
+	// The patch is computed from the typed objects but sent through a
+	// metadata-only object, so the apiserver answers with the Memcached's
+	// metadata: the reconcile needs the new resourceVersion, not the
+	// status it just sent decoded back from JSON.
+	patch, err := client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}).Data(mc)
+	if err != nil {
+		return false, fmt.Errorf("patch status: %w", err)
+	}
+	written, err := r.emptyMetadata(mc)
+	if err != nil {
+		return false, fmt.Errorf("patch status: %w", err)
+	}
+	written.SetNamespace(mc.Namespace)
+	written.SetName(mc.Name)
 	r.tracker().writingStatus(mc.UID, &mc.Status)
-	err := r.Status().Patch(ctx, mc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+	err = r.Status().Patch(ctx, written, client.RawPatch(types.MergePatchType, patch))
 	switch {
 	case apierrors.IsConflict(err):
 		return true, nil
 	case err != nil:
 		return false, client.IgnoreNotFound(fmt.Errorf("patch status: %w", err))
 	}
+	mc.ResourceVersion = written.ResourceVersion
 	r.tracker().record(mc.UID, mc.ResourceVersion, mc.Status.ObservedGeneration)
 	return false, nil
 }
