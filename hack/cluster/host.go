@@ -38,7 +38,24 @@ type registry struct {
 	Clusters map[string]int `json:"clusters"`
 	// Sysctls are KernelSysctls before the first cluster started.
 	Sysctls map[string]string `json:"sysctls,omitempty"`
+	// NetnsDir is what netnsDir was before the first cluster started.
+	NetnsDir netnsDirState `json:"netnsDir,omitempty"`
 }
+
+// netnsDir holds the named network namespaces. iproute2's first `ip netns
+// add` creates it and mounts it onto itself (so that namespaces mounted
+// under it propagate), and nothing in iproute2 ever undoes that.
+const netnsDir = "/run/netns"
+
+// netnsDirState is how netnsDir was found: absent, a plain directory, or
+// a mount point.
+type netnsDirState string
+
+const (
+	netnsDirAbsent  netnsDirState = "absent"
+	netnsDirPlain   netnsDirState = "directory"
+	netnsDirMounted netnsDirState = "mount"
+)
 
 // withRegistry runs f on the registry under a machine-wide lock and saves
 // what it leaves; clusters whose state directory is gone (a crash, a
@@ -99,6 +116,9 @@ func claimSlot(dir string) (int, error) {
 				return err
 			}
 			reg.Sysctls = saved
+			if reg.NetnsDir, err = readNetnsDir(); err != nil {
+				return err
+			}
 		}
 		used := map[int]bool{}
 		for _, s := range reg.Clusters {
@@ -118,15 +138,61 @@ func claimSlot(dir string) (int, error) {
 }
 
 // releaseSlot forgets the cluster at dir and, if it was the last, puts
-// the kernel settings back.
+// the kernel settings and netnsDir back.
 func releaseSlot(dir string) error {
 	return withRegistry(func(reg *registry) error {
 		delete(reg.Clusters, dir)
 		if len(reg.Clusters) > 0 || reg.Sysctls == nil {
 			return nil
 		}
-		return writeSysctls(reg.Sysctls)
+		return errors.Join(writeSysctls(reg.Sysctls), restoreNetnsDir(reg.NetnsDir))
 	})
+}
+
+func readNetnsDir() (netnsDirState, error) {
+	if _, err := os.Stat(netnsDir); errors.Is(err, fs.ErrNotExist) {
+		return netnsDirAbsent, nil
+	} else if err != nil {
+		return "", err
+	}
+	mounted, err := isMountPoint(netnsDir)
+	if err != nil || !mounted {
+		return netnsDirPlain, err
+	}
+	return netnsDirMounted, nil
+}
+
+// restoreNetnsDir undoes what iproute2 did to netnsDir since was: the
+// mount onto itself, then the directory. Both only while it holds no
+// namespace: one that is still there is someone else's, and stays usable.
+func restoreNetnsDir(was netnsDirState) error {
+	if was == "" || was == netnsDirMounted {
+		return nil
+	}
+	entries, err := os.ReadDir(netnsDir)
+	if errors.Is(err, fs.ErrNotExist) || (err == nil && len(entries) > 0) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	// Two first `ip netns add`s at once can each mount it: unmount until
+	// it is a plain directory again.
+	for {
+		mounted, err := isMountPoint(netnsDir)
+		if err != nil {
+			return err
+		}
+		if !mounted {
+			break
+		}
+		if err := syscall.Unmount(netnsDir, 0); err != nil {
+			return fmt.Errorf("unmount %s (iproute2 mounted it for the nodes' namespaces): %w", netnsDir, err)
+		}
+	}
+	if was == netnsDirAbsent {
+		return os.Remove(netnsDir)
+	}
+	return nil
 }
 
 func readSysctls() (map[string]string, error) {
@@ -171,19 +237,38 @@ func ip(args ...string) error {
 // cgroupHierarchies are the mount points of this machine's cgroup
 // hierarchies: every v1 controller (and named) hierarchy, and the v2 one.
 func cgroupHierarchies() ([]string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = f.Close() }()
 	var out []string
-	sc := bufio.NewScanner(f)
+	err := eachMount(func(point, fsType string) {
+		if fsType == "cgroup" || fsType == "cgroup2" {
+			out = append(out, point)
+		}
+	})
+	sort.Strings(out)
+	return out, err
+}
+
+// isMountPoint says whether path is a mount point of this mount namespace.
+func isMountPoint(path string) (bool, error) {
+	found := false
+	err := eachMount(func(point, _ string) { found = found || point == path })
+	return found, err
+}
+
+// eachMount calls f with the mount point and filesystem type of every
+// mount of this process's mount namespace.
+func eachMount(f func(point, fsType string)) error {
+	file, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = file.Close() }()
+	sc := bufio.NewScanner(file)
 	for sc.Scan() {
 		// id parent major:minor root mountpoint options ... - fstype source superoptions
 		fields := strings.Fields(sc.Text())
 		sep := -1
-		for i, f := range fields {
-			if f == "-" {
+		for i, field := range fields {
+			if field == "-" {
 				sep = i
 				break
 			}
@@ -191,12 +276,9 @@ func cgroupHierarchies() ([]string, error) {
 		if sep < 0 || sep+1 >= len(fields) || len(fields) < 5 {
 			continue
 		}
-		if fs := fields[sep+1]; fs == "cgroup" || fs == "cgroup2" {
-			out = append(out, fields[4])
-		}
+		f(fields[4], fields[sep+1])
 	}
-	sort.Strings(out)
-	return out, sc.Err()
+	return sc.Err()
 }
 
 // createCgroup makes path in every hierarchy; cpuset's needs its CPUs and
