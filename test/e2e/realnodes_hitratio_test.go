@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -48,6 +50,11 @@ type hitRatioRow struct {
 	HitRatio                 float64
 	Errors, Misses, Requests int64
 	Took                     time.Duration
+	// FirstError is the first error a read met during the event.
+	FirstError string
+	// Trace is what explains the row when a check fails: when the client
+	// changed its ring, and the logs of the event's pods, old and new.
+	Trace string
 }
 
 // hitRatioModes: drainSeconds 2 and minReadySeconds 2 keep the run short;
@@ -74,6 +81,7 @@ func hitRatioOnRealNodes(t *testing.T, k *cluster.Local, c client.Client, rebuil
 	}
 	ramVolumes(t, kubectl)
 	resolver := clusterResolver(t, c)
+	follow := func(pods []string) (stop func() string) { return followLogs(k.Kubeconfig, bins["kubectl"], pods) }
 
 	var mu sync.Mutex
 	var rows []hitRatioRow
@@ -81,7 +89,7 @@ func hitRatioOnRealNodes(t *testing.T, k *cluster.Local, c client.Client, rebuil
 		for _, mode := range hitRatioModes() {
 			t.Run(mode.name, func(t *testing.T) {
 				t.Parallel()
-				got := measureMode(t, c, kubectl, resolver, mode, rebuiltImage)
+				got := measureMode(t, c, kubectl, follow, resolver, mode, rebuiltImage)
 				mu.Lock()
 				rows = append(rows, got...)
 				mu.Unlock()
@@ -174,9 +182,12 @@ type ringClient struct {
 	resolver *net.Resolver
 	conns    *ring.Conns
 
-	mu    sync.Mutex
-	ring  *ring.Ring
-	addrs map[string]string // entry to the address it resolved to
+	mu     sync.Mutex
+	listed []string          // the last status.serverList seen
+	ring   *ring.Ring        // over the listed servers it can reach
+	addrs  map[string]string // server in the ring to its address
+	left   map[string]string // name that left the list to its last address
+	trace  strings.Builder   // when the ring changed, and to what
 }
 
 // follow refreshes the ring every 200 ms until ctx ends.
@@ -191,40 +202,113 @@ func (rc *ringClient) follow(ctx context.Context) {
 	}
 }
 
+// refresh rebuilds the ring from status.serverList as a careful config
+// generator would. A server that leaves the list leaves the ring at
+// once: it is draining, and it stops when the drain ends. A server that
+// joins enters the ring once its name resolves, which can come after it
+// is listed (the EndpointSlice and CoreDNS follow the pod on their own).
+// A name that comes back (Stable: a replaced pod) enters only once it
+// resolves to a new address: CoreDNS's cache answers with the old pod's
+// address for the record's TTL (5 s) after it last did.
 func (rc *ringClient) refresh(ctx context.Context) {
 	mc, err := cluster.Memcached(rc.c, "default", rc.name)
 	if err != nil {
 		return
 	}
-	servers, _, _ := unstructured.NestedStringSlice(mc.Object, "status", "serverList")
+	listed, _, _ := unstructured.NestedStringSlice(mc.Object, "status", "serverList")
+	rc.mu.Lock()
+	current, left := maps.Clone(rc.addrs), maps.Clone(rc.left)
+	rc.mu.Unlock()
+	var servers []string
 	addrs := map[string]string{}
-	for _, s := range servers {
-		host, port, err := net.SplitHostPort(s)
-		if err != nil {
+	for _, s := range listed {
+		addr, resolved := rc.resolve(ctx, s)
+		switch {
+		case resolved && addr != left[s]:
+		case current[s] != "":
+			// Listed and in the ring: a failed lookup changes nothing.
+			addr = current[s]
+		default:
 			continue
 		}
-		if net.ParseIP(host) != nil {
-			addrs[s] = s
-			continue
-		}
-		lookup, cancel := context.WithTimeout(ctx, time.Second)
-		ips, err := rc.resolver.LookupHost(lookup, host+"."+buildcluster.ClusterDomain)
-		cancel()
-		if err != nil || len(ips) == 0 {
-			// A pod joins the list when it is ready, and its name
-			// resolves once the EndpointSlice has it too: whichever
-			// comes second, the client waits for both, as a careful
-			// config generator does, and keeps its ring meanwhile.
-			return
-		}
-		addrs[s] = net.JoinHostPort(ips[0], port)
+		servers = append(servers, s)
+		addrs[s] = addr
 	}
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
+	if rc.left == nil {
+		rc.left = map[string]string{}
+	}
+	for s, addr := range rc.addrs {
+		if _, kept := addrs[s]; !kept && s != addr {
+			// A name: an address entry (Ephemeral) is its own pod.
+			rc.left[s] = addr
+		}
+	}
+	for s := range addrs {
+		delete(rc.left, s)
+	}
+	if rc.ring == nil || !slices.Equal(rc.ring.Servers(), servers) || !maps.Equal(rc.addrs, addrs) {
+		fmt.Fprintf(&rc.trace, "%s client ring %v of listed %v\n", time.Now().UTC().Format(time.RFC3339Nano), addrs, listed)
+	}
 	if rc.ring == nil || !slices.Equal(rc.ring.Servers(), servers) {
 		rc.ring = ring.New(servers)
 	}
-	rc.addrs = addrs
+	rc.listed, rc.addrs = listed, addrs
+}
+
+// resolve is where a server list entry points: itself when it is an
+// address, else what its name resolves to through the cluster's DNS.
+func (rc *ringClient) resolve(ctx context.Context, entry string) (string, bool) {
+	host, port, err := net.SplitHostPort(entry)
+	if err != nil {
+		return "", false
+	}
+	if net.ParseIP(host) != nil {
+		return entry, true
+	}
+	lookup, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	ips, err := rc.resolver.LookupHost(lookup, host+"."+buildcluster.ClusterDomain)
+	if err != nil || len(ips) == 0 {
+		return "", false
+	}
+	return net.JoinHostPort(ips[0], port), true
+}
+
+// takeTrace returns the ring changes since the last call.
+func (rc *ringClient) takeTrace() string {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	s := rc.trace.String()
+	rc.trace.Reset()
+	return s
+}
+
+// followLogs follows the logs of every container of the pods named, with
+// kubectl logs -f, until each pod is gone or stop is called; stop returns
+// what they printed. A pod that stops during an event says there what it
+// did on its way out (the reloader's warm stop, memcached's exit).
+func followLogs(kubeconfig, kubectl string, pods []string) (stop func() string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var mu sync.Mutex
+	var out strings.Builder
+	var running sync.WaitGroup
+	for _, pod := range pods {
+		running.Go(func() {
+			cmd := exec.CommandContext(ctx, kubectl, "logs", "--follow", "--all-containers", "--prefix", "--timestamps", "--namespace=default", "pod/"+pod)
+			cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+			got, _ := cmd.CombinedOutput()
+			mu.Lock()
+			out.Write(got)
+			mu.Unlock()
+		})
+	}
+	return func() string {
+		cancel()
+		running.Wait()
+		return out.String()
+	}
 }
 
 // addr is where key goes now: the address of its server, or "" when the
@@ -263,7 +347,7 @@ func (rc *ringClient) get(key string) error {
 func ringKey(i int) string { return "key-" + strconv.Itoa(i) }
 
 // measureMode creates the mode's Memcached and runs the events on it.
-func measureMode(t *testing.T, c client.Client, kubectl func([]byte, ...string) string, resolver *net.Resolver, mode ringMode, rebuiltImage string) []hitRatioRow {
+func measureMode(t *testing.T, c client.Client, kubectl func([]byte, ...string) string, follow func([]string) func() string, resolver *net.Resolver, mode ringMode, rebuiltImage string) []hitRatioRow {
 	name := mode.memcached
 	kubectl([]byte(fmt.Sprintf(`apiVersion: cache.example.com/v1alpha1
 kind: Memcached
@@ -354,11 +438,18 @@ spec: %s
 				}
 			}
 		})
+		var before []string
+		for _, p := range pods(t, c, selector) {
+			before = append(before, p.Name)
+		}
+		stopLogs := follow(before)
+		rc.takeTrace()
 		start := time.Now()
 		ev.run()
 		took := time.Since(start)
 		close(stop)
 		reader.Wait()
+		trace := rc.takeTrace() + stopLogs()
 		// What the cache kept, not how soon DNS follows: a replaced pod's
 		// name can still resolve to its old address (or not at all) for
 		// a few seconds, and a client reading meanwhile would count the
@@ -377,7 +468,13 @@ spec: %s
 			t.Errorf("%s, %s: reading the keys back failed (not missed): %v", mode.name, ev.name, lostTo)
 		}
 		row := hitRatioRow{Mode: mode.name, Event: ev.name, HitRatio: float64(hits) / hitRatioKeys,
-			Errors: errs.Load(), Misses: misses.Load(), Requests: requests.Load(), Took: took}
+			Errors: errs.Load(), Misses: misses.Load(), Requests: requests.Load(), Took: took, Trace: trace}
+		if first, ok := firstErr.Load().(string); ok {
+			row.FirstError = first
+		}
+		// The new pods' logs: memcached says whether it restored its
+		// memory file.
+		row.Trace += kubectl(nil, "logs", "--namespace=default", "--selector="+selector, "--all-containers", "--prefix", "--timestamps", "--max-log-requests=10")
 		t.Logf("%s, %s: hit ratio %.3f after %v; during it %d reads, %d misses, %d errors %v",
 			mode.name, ev.name, row.HitRatio, took.Round(100*time.Millisecond), row.Requests, row.Misses, row.Errors, firstErr.Load())
 		rows = append(rows, row)
@@ -417,8 +514,8 @@ func waitServers(t *testing.T, rc *ringClient, n int) {
 		rc.refresh(context.Background())
 		rc.mu.Lock()
 		defer rc.mu.Unlock()
-		if rc.ring == nil || len(rc.ring.Servers()) != n || len(rc.addrs) != n {
-			return fmt.Errorf("servers %v, resolved %v", rc.ring.Servers(), rc.addrs)
+		if len(rc.listed) != n || len(rc.addrs) != n {
+			return fmt.Errorf("servers %v, resolved %v", rc.listed, rc.addrs)
 		}
 		return nil
 	})
@@ -438,8 +535,8 @@ func waitClientCurrent(t *testing.T, c client.Client, rc *ringClient, selector s
 		}
 		rc.mu.Lock()
 		defer rc.mu.Unlock()
-		if rc.ring == nil {
-			return errors.New("no servers listed")
+		if rc.ring == nil || !slices.Equal(rc.ring.Servers(), rc.listed) {
+			return fmt.Errorf("the ring holds %v of the servers listed, %v", rc.addrs, rc.listed)
 		}
 		for _, s := range rc.ring.Servers() {
 			host, _, err := net.SplitHostPort(rc.addrs[s])
@@ -498,23 +595,23 @@ func checkHitRatios(t *testing.T, rows []hitRatioRow) {
 		// The drain keeps a stopping pod serving until the client has
 		// left it: a client sees misses, never errors.
 		if r.Errors > 0 {
-			t.Errorf("%s, %s: %d errors among %d reads: clients must see only misses", r.Mode, r.Event, r.Errors, r.Requests)
+			t.Errorf("%s, %s: %d errors among %d reads (the first: %s): clients must see only misses\n%s", r.Mode, r.Event, r.Errors, r.Requests, r.FirstError, r.Trace)
 		}
 	}
 	// Stable names: a replaced pod takes back its own keys, so only its
 	// third is lost (2/3 kept, with the ring's unevenness).
 	if r := at("Stable", "replace one pod"); r.HitRatio < 0.60 {
-		t.Errorf("Stable, replace one pod: hit ratio %.3f, want about 2/3 (at least 0.60)", r.HitRatio)
+		t.Errorf("Stable, replace one pod: hit ratio %.3f, want about 2/3 (at least 0.60)\n%s", r.HitRatio, r.Trace)
 	}
 	for _, event := range []string{"replace one pod", "rollout (image change)"} {
 		if r := at("Stable + warm restart", event); r.HitRatio < 0.90 {
-			t.Errorf("Stable + warm restart, %s: hit ratio %.3f, want at least 0.90", event, r.HitRatio)
+			t.Errorf("Stable + warm restart, %s: hit ratio %.3f, want at least 0.90\n%s", event, r.HitRatio, r.Trace)
 		}
 	}
 	for _, mode := range hitRatioModes() {
 		for _, event := range []string{"scale 3→4", "scale 4→3"} {
 			if r := at(mode.name, event); r.HitRatio < 0.60 {
-				t.Errorf("%s, %s: hit ratio %.3f, want about 3/4 (at least 0.60)", mode.name, event, r.HitRatio)
+				t.Errorf("%s, %s: hit ratio %.3f, want about 3/4 (at least 0.60)\n%s", mode.name, event, r.HitRatio, r.Trace)
 			}
 		}
 	}
