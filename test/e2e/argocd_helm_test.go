@@ -28,6 +28,7 @@ import (
 // and `kubectl apply -k deploy/argocd/helm` deploys it to dev, where Argo
 // CD pulls, renders and syncs the chart until it is Synced and Healthy.
 func TestArgoCDDeploysTheChartFromARegistry(t *testing.T) {
+	t.Parallel() // fake nodes only: see the package comment
 	reg := registry.Start(t)
 	clusters := createClusters(t, "argocd-helm-", map[string]int{"hub": 0, "dev": 1})
 	hub, dev := clusters["hub"], clusters["dev"]

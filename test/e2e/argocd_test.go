@@ -42,6 +42,7 @@ import (
 // prod on request; then self-heal, prune, the health check's states, and a
 // promotion by release tag are watched as they happen.
 func TestArgoCDReconcilesTheRepository(t *testing.T) {
+	t.Parallel() // fake nodes only: see the package comment
 	bins, err := repo.Bin("kubectl", "manager")
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,13 @@
 // create, scale, image change, pause and delete with every status read
 // from real Deployments, ReplicaSets and Pods.
 //
+// The tests on fake nodes call t.Parallel and the ones on real nodes do
+// not, so Go runs every real-node test first, one at a time (a real node
+// changes the machine, and TestRealNodesLeaveNoTrace compares the machine
+// before and after its own cluster), then the fake-node tests side by
+// side (-parallel, GOMAXPROCS by default): they wait on their clusters
+// more than they compute, and each takes its own free ports.
+//
 //	make e2e
 package e2e
 
@@ -54,6 +61,7 @@ var environments = []struct {
 }
 
 func TestE2E(t *testing.T) {
+	t.Parallel() // fake nodes only: see the package comment
 	bins, err := repo.Bin("kubectl", "kustomize", "manager", "kwokctl")
 	if err != nil {
 		t.Fatal(err)

@@ -39,6 +39,7 @@ const upstreamURL = "https://github.com/example/memcached-operator"
 // cache's Deployment, and an instance removed from Git must be pruned while
 // the CRD and the namespaces stay.
 func TestFluxReconcilesTheRepository(t *testing.T) {
+	t.Parallel() // fake nodes only: see the package comment
 	bins, err := repo.Bin("kubectl", "kustomize", "manager")
 	if err != nil {
 		t.Fatal(err)

@@ -29,6 +29,7 @@ import (
 // hard anti-affinity, the three deletion propagation policies, and pods the
 // cluster refuses to create.
 func TestKubernetesSemantics(t *testing.T) {
+	t.Parallel() // fake nodes only: see the package comment
 	bins, err := repo.Bin("kubectl", "manager", "kwokctl")
 	if err != nil {
 		t.Fatal(err)

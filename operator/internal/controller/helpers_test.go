@@ -1,3 +1,5 @@
+//go:build !unit
+
 package controller
 
 import (
@@ -14,7 +16,6 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -33,7 +34,6 @@ const (
 // finalizer once more.
 func newNamespace(t *testing.T) string {
 	t.Helper()
-	needsEnvtest(t)
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "mc-" + rand.String(8)}}
 	if err := k8sClient.Create(testCtx, ns); err != nil {
 		t.Fatalf("create namespace: %v", err)
@@ -59,20 +59,6 @@ func loadSample(t *testing.T, namespace string) *cachev1alpha1.Memcached {
 	mc.Namespace = namespace
 	return mc
 }
-
-// newMemcached returns a Memcached with size pods, changed by mutate.
-func newMemcached(namespace, name string, size int32, mutate ...func(*cachev1alpha1.Memcached)) *cachev1alpha1.Memcached {
-	mc := &cachev1alpha1.Memcached{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
-		Spec:       cachev1alpha1.MemcachedSpec{Size: &size},
-	}
-	for _, f := range mutate {
-		f(mc)
-	}
-	return mc
-}
-
-func key(obj client.Object) types.NamespacedName { return client.ObjectKeyFromObject(obj) }
 
 // fetch returns a fresh copy of obj's kind and key from the apiserver.
 func fetch[T client.Object](g Gomega, obj T) T {
@@ -165,7 +151,6 @@ func eventReasons(g Gomega, mc *cachev1alpha1.Memcached) []string {
 // run again (-count).
 func createUnmanaged(t *testing.T, mc *cachev1alpha1.Memcached) {
 	t.Helper()
-	needsEnvtest(t)
 	NewWithT(t).Expect(k8sClient.Create(testCtx, mc)).To(Succeed())
 	t.Cleanup(func() {
 		cur := &cachev1alpha1.Memcached{}

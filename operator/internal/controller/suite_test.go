@@ -1,3 +1,5 @@
+//go:build !unit
+
 package controller
 
 import (
@@ -27,11 +29,16 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	cachev1alpha1 "github.com/example/memcached-operator/operator/api/v1alpha1"
-	"github.com/example/memcached-operator/operator/internal/resources"
 )
 
 // One control plane (kube-apiserver + etcd from bin/) and one manager serve
 // every test of the package; each test works in its own namespace.
+//
+// The files that need it carry the build constraint !unit: make test-unit
+// builds with -tags unit, which leaves envtest out of the test binary, so
+// the pure tests (builders, status, pod trouble, the write tracker) compile
+// and run without bin/. make test runs both ways, so a pure test that
+// reaches for the control plane fails to compile there.
 var (
 	testScheme = runtime.NewScheme()
 	// k8sClient reads and writes directly, uncached, as a user would.
@@ -47,29 +54,9 @@ var (
 // reconciler of their own work there.
 const unmanagedNamespace = "unmanaged"
 
-var testDefaults = resources.Options{MemcachedImage: "memcached:1.6.39-alpine", ExporterImage: "quay.io/prometheus/memcached-exporter:v0.14.4", ReloaderImage: "memcached-operator:test"}
-
 func TestMain(m *testing.M) {
 	flag.Parse()
-	if testing.Short() {
-		// make test-unit: the pure tests run, the envtest ones skip
-		// (needsEnvtest). make test never passes -short.
-		os.Exit(m.Run())
-	}
-	envtestStarted = true
 	os.Exit(runSuite(m))
-}
-
-// envtestStarted is false only under -short, when no control plane runs.
-var envtestStarted bool
-
-// needsEnvtest skips a test that needs the envtest control plane when
-// -short (make test-unit) left it out.
-func needsEnvtest(t *testing.T) {
-	t.Helper()
-	if !envtestStarted {
-		t.Skip("needs envtest (bin/kube-apiserver, bin/etcd); -short leaves it out: make test runs it")
-	}
 }
 
 func runSuite(m *testing.M) int {

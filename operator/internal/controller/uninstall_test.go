@@ -1,3 +1,5 @@
+//go:build !unit
+
 package controller
 
 import (
@@ -36,7 +38,6 @@ func TestDeleteAllMemcacheds(t *testing.T) {
 // With nothing releasing the finalizer (the operator gone), it gives up
 // when its context ends and names what is left.
 func TestDeleteAllMemcachedsNamesWhatIsLeft(t *testing.T) {
-	needsEnvtest(t)
 	g := NewWithT(t)
 	ns := unmanagedNamespace
 	mc := newMemcached(ns, "stuck", 1)

@@ -1,3 +1,5 @@
+//go:build !unit
+
 package certmanager
 
 import (
@@ -23,9 +25,6 @@ import (
 // chaining to the cache-ca CA that their ca.crt holds; a renewal gives a
 // new serial and key.
 func TestIssuesTheComponentsCertificates(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs an apiserver from bin/ (make test-unit passes -short; make test never does)")
-	}
 	bins, err := repo.Bin("kubectl")
 	if err != nil {
 		t.Fatal(err)
