@@ -10,18 +10,35 @@ BIN := $(CURDIR)/bin
 # target that runs tests.
 export KUBEBUILDER_ASSETS := $(BIN)
 
+# Every go command builds one way, as the toolchain in bin/ is built
+# (scripts/build-tools.sh): static, without the machine's paths, and without
+# debug information (the binaries are stripped; compiling it costs 18% of
+# the CPU). So a package compiled once, for make build, make lint's type
+# information, make test or an image, is compiled once for all of them
+# (docs/development.md#cold-start). The race detector needs cgo: the race
+# run turns it back on for itself.
+export CGO_ENABLED := 0
+export GOFLAGS := -trimpath -gcflags=all=-dwarf=false
+
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 GO_MODULES := operator krm-functions/set-image-replicas hack test
 GO_PACKAGES := $(addprefix ./,$(addsuffix /...,$(GO_MODULES)))
 # The real-memcached tier runs on its own, verbosely, so its figures (specs
 # tried and accepted, the seed) show in the output.
 MEMCACHED_TIER := ./test/memcached
+# The end-to-end scenarios: the long pole of make test, run beside the other
+# suites (scripts/test-suites.sh).
+E2E_PACKAGES := ./test/e2e
 # The operator's suites run under the race detector: 16 reconcile workers
 # share the write tracker and the template record.
 RACE_PACKAGES := ./operator/...
-# What needs no bin/: the product modules, the generators and the test
-# harness's own unit tests; -short skips the envtest suites in them.
-UNIT_PACKAGES := ./operator/... ./krm-functions/set-image-replicas/... ./hack/... ./test/internal/... ./test/docs/...
+# What needs no bin/: the packages of the product modules, the generators
+# and the test harness that have unit tests. -tags unit leaves out the files
+# that need a control plane (they carry //go:build !unit), and packages
+# without tests are not listed (go test would compile them too), so neither
+# envtest nor the cluster harness is compiled; make test runs this too, so
+# the split cannot rot.
+UNIT_PACKAGES = $(shell go list -tags unit -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}' ./operator/... ./krm-functions/set-image-replicas/... ./hack/... ./test/internal/... ./test/docs/...)
 
 CONTROLLER_GEN := $(BIN)/controller-gen
 GOLANGCI_LINT := $(BIN)/golangci-lint
@@ -43,7 +60,7 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: tools
-tools: ## Build the pinned toolchain into bin/ from tools/go.mod (cold ~21 min on 2 cores, warm < 5 s).
+tools: ## Build the pinned toolchain into bin/ from tools/ and print what each build cost (cold: docs/development.md#cold-start; warm: seconds).
 	@scripts/build-tools.sh $(BIN)
 
 .PHONY: run-tools
@@ -87,16 +104,17 @@ lint: tools ## Run golangci-lint (errcheck, staticcheck, nilerr, revive, ...) on
 ##@ Build
 
 .PHONY: build
-build: pins-bin ## Build bin/manager and bin/set-image-replicas as their images do (static, from their own go.mod), bin/image (the image builder), bin/cluster (the local cluster) and bin/pins (the overlays' pins).
-	cd operator && GOWORK=off CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "-s -w -X main.version=$(VERSION)" -o $(BIN)/manager ./cmd
-	cd krm-functions/set-image-replicas && GOWORK=off CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "-s -w" -o $(BIN)/set-image-replicas .
-	CGO_ENABLED=0 go build -trimpath -o $(BIN)/image ./hack/cmd/image
-	CGO_ENABLED=0 go build -trimpath -o $(BIN)/cluster ./hack/cmd/cluster
+build: pins-bin ## Build bin/manager, bin/reloader and bin/set-image-replicas as their images do (static, from their own go.mod), bin/image (the image builder), bin/cluster (the local cluster) and bin/pins (the overlays' pins).
+	cd operator && GOWORK=off go build -buildvcs=false -ldflags "-s -w -X main.version=$(VERSION)" -o $(BIN)/manager ./cmd
+	cd operator && GOWORK=off go build -buildvcs=false -ldflags "-s -w -X main.version=$(VERSION)" -o $(BIN)/reloader ./cmd/reloader
+	cd krm-functions/set-image-replicas && GOWORK=off go build -buildvcs=false -ldflags "-s -w" -o $(BIN)/set-image-replicas .
+	go build -o $(BIN)/image ./hack/cmd/image
+	go build -o $(BIN)/cluster ./hack/cmd/cluster
 
 # bin/pins, silently: make render's stdout is manifests.
 .PHONY: pins-bin
 pins-bin:
-	@CGO_ENABLED=0 go build -trimpath -o $(BIN)/pins ./hack/cmd/pins
+	@go build -o $(BIN)/pins ./hack/cmd/pins
 
 ##@ Ship (no Docker needed; see docs/shipping.md)
 
@@ -228,14 +246,14 @@ diff: pins-bin ## Review a change: per environment and object, what the working 
 ##@ Test
 
 .PHONY: test
-test: tools build lint test-deps ## Everything CI runs: lint, unit, golden and envtest suites (the operator's with -race), deployment proofs, e2e, real memcached.
-	go test -race -count=1 -timeout 20m $(RACE_PACKAGES)
-	go test -count=1 -timeout 30m $$(go list $(GO_PACKAGES) | grep -v -e '/test/memcached$$' -e '/operator/')
-	$(MAKE) --no-print-directory test-memcached
+test: test-unit tools build lint test-deps ## Everything CI runs: lint, unit, golden and envtest suites (the operator's with -race), deployment proofs, e2e, real memcached.
+	@E2E_PACKAGES='$(E2E_PACKAGES)' RACE_PACKAGES='$(RACE_PACKAGES)' MEMCACHED_TIER='$(MEMCACHED_TIER)' \
+		OTHER_PACKAGES="$$(go list $(GO_PACKAGES) | grep -v -e '/test/memcached$$' -e '/test/e2e$$' -e '/operator/')" \
+		scripts/test-suites.sh
 
 .PHONY: test-unit
-test-unit: ## The tests that need no bin/ (no toolchain, no cluster): seconds, for the edit-test loop.
-	go test -short -count=1 $(UNIT_PACKAGES)
+test-unit: ## The tests that need no bin/ (no toolchain, no cluster, no envtest compiled): seconds warm, for the edit-test loop.
+	go test -tags unit -count=1 $(UNIT_PACKAGES)
 
 .PHONY: test-deps
 test-deps: ## Install what the tests run that is not a Go module (Debian's memcached, containerd, runc, CNI plugins, iptables, nftables, redis-server; as root with apt-get).
@@ -246,12 +264,16 @@ test-memcached: tools build test-deps ## The operator's pod templates against re
 	go test -count=1 -timeout 15m -v $(MEMCACHED_TIER) 2>&1 | grep -vE '^=== (RUN|PAUSE|CONT)'
 
 .PHONY: bench
-bench: tools build ## Measure the operator against the equal-work and objects-only floors and the seed (N=100,1000, 3 runs), its change latency, and the KRM function; writes docs/benchmarks.md (~25 min).
+bench: tools build test-deps ## Measure the operator against the equal-work and objects-only floors and the seed (N=100,1000, 3 runs), its change latency, the KRM function, and cache pods on real nodes (root); writes docs/benchmarks.md (~30 min).
 	go run ./test/bench/cmd/bench $(BENCH_ARGS)
+
+.PHONY: bench-dataplane
+bench-dataplane: tools build test-deps ## Only make bench's real-node section (root): each cache container's memory and CPU, clients' throughput and latency with TLS and auth and through rollouts; keeps the other figures (~6 min).
+	go run ./test/bench/cmd/bench -controlplane=false -krm=false $(BENCH_ARGS)
 
 .PHONY: bench-10k
 bench-10k: tools build ## The same at N=10,000, one run, keeping the other figures in docs/benchmarks.md (~20 min).
-	go run ./test/bench/cmd/bench -n 10000 -runs 1 -krm=false $(BENCH_ARGS)
+	go run ./test/bench/cmd/bench -n 10000 -runs 1 -krm=false -dataplane=false $(BENCH_ARGS)
 
 .PHONY: hit-ratio
 hit-ratio: tools build test-deps ## Measure on 3 real nodes (root) how many keys each identity keeps through a pod replacement, a rollout and scaling, with a ketama client over status.serverList; writes docs/hit-ratio.md (~6 min).

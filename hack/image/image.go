@@ -56,6 +56,9 @@ type Component struct {
 	// Package is the main package, relative to Module; empty for an image
 	// of files only (the OLM bundle).
 	Package string
+	// Also are more programs of the same module, built the same way and
+	// put beside the entrypoint: the manager image's reloader.
+	Also []Program
 	// Tags are the binary's build tags.
 	Tags []string
 	// Path is where the binary lives in the image; it is the entrypoint.
@@ -88,10 +91,28 @@ type Component struct {
 	UserName string
 }
 
+// Program is one more binary of a component's module.
+type Program struct {
+	// Package is its main package, relative to the component's Module.
+	Package string
+	// Path is where it lives in the image.
+	Path string
+}
+
+// Programs are the component's binaries, the entrypoint first.
+func (c Component) Programs() []Program {
+	if c.Package == "" {
+		return nil
+	}
+	return append([]Program{{Package: c.Package, Path: c.Path}}, c.Also...)
+}
+
 // Components are the images this repository ships.
 var Components = map[string]Component{
 	"manager": {
 		Name: "manager", Module: "operator", Package: "./cmd", Path: "/manager", VersionVar: "main.version",
+		// The cache pods' sidecar (--reloader-image is this image).
+		Also:  []Program{{Package: "./cmd/reloader", Path: "/reloader"}},
 		Title: "memcached-operator", Description: "Kubernetes operator for memcached (cache.example.com/v1alpha1 Memcached)",
 	},
 	"set-image-replicas": {
@@ -106,10 +127,10 @@ var Components = map[string]Component{
 		AnnotationsFile: "bundle/metadata/annotations.yaml",
 	},
 	// The file-based catalog image, as OLM's catalog images are made:
-	// operator-registry's opm (pinned in tools/opm, built as its releases
+	// operator-registry's opm (pinned in tools/go.mod, built as its releases
 	// are: pure-Go OpenPGP) serving /configs over gRPC on :50051.
 	"catalog": {
-		Name: "opm", Module: "tools/opm", Package: "github.com/operator-framework/operator-registry/cmd/opm", Tags: []string{"containers_image_openpgp"},
+		Name: "opm", Module: "tools", Package: "github.com/operator-framework/operator-registry/cmd/opm", Tags: []string{"containers_image_openpgp"},
 		Path: "/bin/opm", Cmd: []string{"serve", "/configs", "--cache-dir=/tmp/cache"},
 		Title: "memcached-operator-catalog", Description: "OLM file-based catalog of memcached-operator",
 		Files:       map[string]string{"/configs": "catalog"},
@@ -138,14 +159,18 @@ func (c Component) LDFlags(version string) string {
 	return flags
 }
 
-// GoBuildArgs is the `go build` command line of a component's binary. The
-// Dockerfiles run the same flags; test/ship checks that they do.
-func (c Component) GoBuildArgs(version, out string) []string {
-	args := []string{"build", "-trimpath", "-buildvcs=false"}
+// GoBuildArgs is the `go build` command line of one of a component's
+// programs (its main package pkg). The Dockerfiles run the same flags;
+// test/ship checks that they do. -gcflags=all=-dwarf=false: the binary is
+// stripped (-s -w), so the compiler need not write debug information the
+// linker drops; it is the Makefile's GOFLAGS too, so make build and the
+// images share compiled packages.
+func (c Component) GoBuildArgs(pkg, version, out string) []string {
+	args := []string{"build", "-trimpath", "-buildvcs=false", "-gcflags=all=-dwarf=false"}
 	if len(c.Tags) > 0 {
 		args = append(args, "-tags", strings.Join(c.Tags, ","))
 	}
-	return append(args, "-ldflags", c.LDFlags(version), "-o", out, c.Package)
+	return append(args, "-ldflags", c.LDFlags(version), "-o", out, pkg)
 }
 
 // GoBuildEnv is the environment of that build for a platform: static
@@ -195,22 +220,26 @@ func Build(ctx context.Context, repo string, c Component, md Metadata, platforms
 	var adds []mutate.IndexAddendum
 	for _, p := range platforms {
 		start := time.Now()
-		var bin string
+		// bins are the image's binaries, in the order of c.Programs().
+		var bins []string
 		if c.Binary != "" {
-			bin = c.Binary
+			bin := c.Binary
 			if !filepath.IsAbs(bin) {
 				bin = filepath.Join(repo, bin)
 			}
-		} else if c.Package != "" {
-			bin = filepath.Join(work, p.OS+"-"+p.Architecture, c.Name)
-			cmd := exec.CommandContext(ctx, "go", c.GoBuildArgs(md.Version, bin)...)
+			bins = []string{bin}
+		}
+		for _, prog := range c.Programs() {
+			bin := filepath.Join(work, p.OS+"-"+p.Architecture, filepath.Base(prog.Path))
+			cmd := exec.CommandContext(ctx, "go", c.GoBuildArgs(prog.Package, md.Version, bin)...)
 			cmd.Dir = filepath.Join(repo, c.Module)
 			cmd.Env = append(os.Environ(), GoBuildEnv(p)...)
 			if b, err := cmd.CombinedOutput(); err != nil {
-				return nil, fmt.Errorf("go build %s for %s: %w\n%s", c.Name, p, err, b)
+				return nil, fmt.Errorf("go build %s (%s) for %s: %w\n%s", c.Name, prog.Package, p, err, b)
 			}
+			bins = append(bins, bin)
 		}
-		img, err := platformImage(c, md, p, base, bin, extra, cfgLabels)
+		img, err := platformImage(c, md, p, base, bins, extra, cfgLabels)
 		if err != nil {
 			return nil, err
 		}
@@ -218,8 +247,8 @@ func Build(ctx context.Context, repo string, c Component, md Metadata, platforms
 		if err != nil {
 			return nil, err
 		}
-		if bin != "" && c.Binary == "" {
-			sbom, err := SBOM(c, md, bin, p, desc)
+		if len(bins) > 0 && c.Binary == "" {
+			sbom, err := SBOM(c, md, bins, p, desc)
 			if err != nil {
 				return nil, err
 			}
@@ -252,21 +281,30 @@ func labels(c Component, md Metadata) map[string]string {
 	}
 }
 
-func platformImage(c Component, md Metadata, p v1.Platform, base v1.Layer, bin string, extra v1.Layer, cfgLabels map[string]string) (v1.Image, error) {
+func platformImage(c Component, md Metadata, p v1.Platform, base v1.Layer, bins []string, extra v1.Layer, cfgLabels map[string]string) (v1.Image, error) {
 	layers := []mutate.Addendum{{Layer: base, History: v1.History{Created: v1.Time{Time: md.Created}, CreatedBy: "passwd and group for the user " + c.user(), Comment: "memcached-operator hack/image"}}}
-	if bin != "" {
-		data, err := os.ReadFile(bin)
-		if err != nil {
-			return nil, err
-		}
-		files := []file{{path: c.Path, mode: 0o755, data: data}}
-		createdBy, comment := "go "+strings.Join(c.GoBuildArgs(md.Version, c.Path), " "), runtime.Version()
-		if c.Binary != "" {
-			libs, err := sharedLibraries(bin)
+	if len(bins) > 0 {
+		var files []file
+		var commands []string
+		for i, prog := range c.Programs() {
+			data, err := os.ReadFile(bins[i])
 			if err != nil {
 				return nil, err
 			}
-			files = append(files, libs...)
+			files = append(files, file{path: prog.Path, mode: 0o755, data: data})
+			commands = append(commands, "go "+strings.Join(c.GoBuildArgs(prog.Package, md.Version, prog.Path), " "))
+		}
+		createdBy, comment := strings.Join(commands, " && "), runtime.Version()
+		if c.Binary != "" {
+			data, err := os.ReadFile(bins[0])
+			if err != nil {
+				return nil, err
+			}
+			libs, err := sharedLibraries(bins[0])
+			if err != nil {
+				return nil, err
+			}
+			files = append([]file{{path: c.Path, mode: 0o755, data: data}}, libs...)
 			createdBy, comment = "copy "+c.Binary+" and its shared libraries", "memcached-operator hack/image"
 		}
 		binLayer, err := tarLayer(md.Created, files)
@@ -295,7 +333,7 @@ func platformImage(c Component, md Metadata, p v1.Platform, base v1.Layer, bin s
 		Env:        []string{"PATH=/usr/local/bin:/usr/bin:/bin"},
 		Labels:     cfgLabels,
 	}
-	if bin != "" {
+	if len(bins) > 0 {
 		cf.Config.Entrypoint, cf.Config.Cmd = []string{c.Path}, c.Cmd
 	}
 	return mutate.ConfigFile(img, cf)

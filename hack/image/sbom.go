@@ -20,15 +20,15 @@ import (
 // SBOMMediaType is the artifact type of the SBOMs attached to the images.
 const SBOMMediaType = "application/vnd.cyclonedx+json"
 
-// SBOM is a CycloneDX document of the binary's Go modules (from its build
+// SBOM is a CycloneDX document of the binaries' Go modules (from their build
 // information: the main module, every dependency with its version and
 // go.sum hash, the Go toolchain), packed as an OCI artifact whose subject
 // is the platform image it describes. Registries that serve the referrers
 // API list it under the image; `crane manifest` or `oras discover` find it.
-func SBOM(c Component, md Metadata, bin string, p v1.Platform, subject v1.Descriptor) (v1.Image, error) {
-	info, err := buildinfo.ReadFile(bin)
+func SBOM(c Component, md Metadata, bins []string, p v1.Platform, subject v1.Descriptor) (v1.Image, error) {
+	info, err := buildinfo.ReadFile(bins[0])
 	if err != nil {
-		return nil, fmt.Errorf("read the build information of %s: %w", bin, err)
+		return nil, fmt.Errorf("read the build information of %s: %w", bins[0], err)
 	}
 	doc := cdx.NewBOM()
 	doc.SerialNumber = "" // a random serial would make every build differ
@@ -44,12 +44,24 @@ func SBOM(c Component, md Metadata, bin string, p v1.Platform, subject v1.Descri
 			},
 		},
 	}
+	// Every binary's modules, once each: the programs of one image share
+	// their module, so one application and the union of their libraries.
 	comps := []cdx.Component{goModule(info.Main, cdx.ComponentTypeApplication)}
-	for _, d := range info.Deps {
-		if d.Replace != nil {
-			d = d.Replace
+	seen := map[string]bool{info.Main.Path: true}
+	for _, bin := range bins {
+		info, err := buildinfo.ReadFile(bin)
+		if err != nil {
+			return nil, fmt.Errorf("read the build information of %s: %w", bin, err)
 		}
-		comps = append(comps, goModule(*d, cdx.ComponentTypeLibrary))
+		for _, d := range info.Deps {
+			if d.Replace != nil {
+				d = d.Replace
+			}
+			if id := d.Path + "@" + d.Version; !seen[id] {
+				seen[id] = true
+				comps = append(comps, goModule(*d, cdx.ComponentTypeLibrary))
+			}
+		}
 	}
 	doc.Components = &comps
 	var buf bytes.Buffer

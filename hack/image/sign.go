@@ -17,7 +17,7 @@ import (
 )
 
 // Signing is cosign's (bin/cosign, the v3 release Flux's source-controller
-// links, built from tools/flux) with a key pair and no public-good
+// links, built from tools/go.mod) with a key pair and no public-good
 // infrastructure: no Fulcio certificate, no Rekor transparency log, no TUF
 // root from the CDN. cosign v3 writes each signature and attestation as a
 // sigstore bundle attached to the signed digest as an OCI 1.1 referrer.

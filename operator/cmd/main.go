@@ -28,6 +28,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	cachev1alpha1 "github.com/example/memcached-operator/operator/api/v1alpha1"
+	"github.com/example/memcached-operator/operator/internal/buildinfo"
 	"github.com/example/memcached-operator/operator/internal/controller"
 	"github.com/example/memcached-operator/operator/internal/metrics"
 	"github.com/example/memcached-operator/operator/internal/metricsauth"
@@ -78,12 +79,9 @@ type options struct {
 }
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "reload" {
-		os.Exit(runReload(os.Args[2:]))
-	}
 	opts := parseFlags(flag.CommandLine, os.Args[1:])
 	if opts.showVersion {
-		fmt.Println(buildVersion())
+		fmt.Println(buildinfo.Version(version))
 		return
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts.zap)))
@@ -123,7 +121,7 @@ func parseFlags(fs *flag.FlagSet, args []string) *options {
 	fs.StringVar(&o.exporterImage, "exporter-image", envOr("EXPORTER_IMAGE", defaultExporterImage),
 		"Image of the memcached_exporter sidecar when spec.monitoring.exporter.image is empty (env EXPORTER_IMAGE).")
 	fs.StringVar(&o.reloaderImage, "reloader-image", os.Getenv("RELOADER_IMAGE"),
-		"Image of the reloader sidecar of Memcacheds with spec.security (env RELOADER_IMAGE): the operator's own image, which runs it as `manager reload`. Empty in a pod (POD_NAME and POD_NAMESPACE set) means the image of the pod's manager container.")
+		"Image of the reloader sidecar of Memcacheds with spec.security (env RELOADER_IMAGE): the operator's own image, which holds it as /reloader. Empty in a pod (POD_NAME and POD_NAMESPACE set) means the image of the pod's manager container.")
 	fs.Float64Var(&o.kubeAPIQPS, "kube-api-qps", 0,
 		"Client-side limit of requests per second to the apiserver. 0 keeps controller-runtime's default: no client-side limit, leaving throttling to the apiserver's API Priority and Fairness, which protects it from every client at once.")
 	fs.IntVar(&o.kubeAPIBurst, "kube-api-burst", 0,
@@ -146,7 +144,7 @@ func parseFlags(fs *flag.FlagSet, args []string) *options {
 
 func run(o *options) error {
 	setupLog := ctrl.Log.WithName("setup")
-	setupLog.Info("starting memcached-operator", "version", buildVersion(),
+	setupLog.Info("starting memcached-operator", "version", buildinfo.Version(version),
 		"memcachedImage", o.memcachedImage, "exporterImage", o.exporterImage,
 		"watchNamespaces", o.watchNamespaces, "maxConcurrentReconciles", o.maxConcurrentReconciles)
 
@@ -160,7 +158,7 @@ func run(o *options) error {
 		return fmt.Errorf("load kubeconfig: %w (set --kubeconfig or KUBECONFIG, or run in a pod)", err)
 	}
 	applyRateLimits(cfg, o.kubeAPIQPS, o.kubeAPIBurst)
-	cfg.UserAgent = "memcached-operator/" + buildVersion()
+	cfg.UserAgent = "memcached-operator/" + buildinfo.Version(version)
 
 	var tlsOpts []func(*tls.Config)
 	if !o.enableHTTP2 {
@@ -210,7 +208,7 @@ func run(o *options) error {
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the memcached controller: %w", err)
 	}
-	metrics.Register(buildVersion(), mgr.GetCache())
+	metrics.Register(buildinfo.Version(version), mgr.GetCache())
 
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("add health check: %w", err)
@@ -298,7 +296,7 @@ func deleteMemcacheds(o *options) error {
 	if err != nil {
 		return fmt.Errorf("load kubeconfig: %w (set --kubeconfig or KUBECONFIG, or run in a pod)", err)
 	}
-	cfg.UserAgent = "memcached-operator/" + buildVersion()
+	cfg.UserAgent = "memcached-operator/" + buildinfo.Version(version)
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return err
@@ -356,16 +354,4 @@ func envOr(key, def string) string {
 		return v
 	}
 	return def
-}
-
-// buildVersion is the -X main.version value, else the module version Go
-// recorded (set by `go install ...@vX`), else "devel".
-func buildVersion() string {
-	if version != "" {
-		return version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "devel"
 }

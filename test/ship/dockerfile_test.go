@@ -37,13 +37,17 @@ func TestDockerfilesAgreeWithTheBuilder(t *testing.T) {
 			env := shell.EnvsFromSlice([]string{"VERSION=v9.9.9", "TARGETOS=" + platform.OS, "TARGETARCH=" + platform.Architecture})
 			lex := shell.NewLex('\\')
 
-			var built, user, entrypoint, copied string
+			// built maps each go build's output to its main package;
+			// copied, a built output to where the final stage puts it.
+			built := map[string]string{}
+			var user, entrypoint string
+			var copied map[string]string
 			var stages int
 			for _, n := range res.AST.Children {
 				switch strings.ToLower(n.Value) {
 				case "from":
 					stages++
-					user, entrypoint, copied = "", "", ""
+					user, entrypoint, copied = "", "", map[string]string{}
 				case "run":
 					cmd := strings.Join(words(n), " ")
 					if !strings.Contains(cmd, "go build") {
@@ -54,9 +58,9 @@ func TestDockerfilesAgreeWithTheBuilder(t *testing.T) {
 						t.Fatal(err)
 					}
 					i := slices.Index(args, "go")
-					out := args[slices.Index(args, "-o")+1]
-					built = out
-					if want := c.GoBuildArgs("v9.9.9", out); !slices.Equal(args[i+1:], want) {
+					out, pkg := args[slices.Index(args, "-o")+1], args[len(args)-1]
+					built[out] = pkg
+					if want := c.GoBuildArgs(pkg, "v9.9.9", out); !slices.Equal(args[i+1:], want) {
 						t.Errorf("RUN go %v,\nthe builder runs go %v", args[i+1:], want)
 					}
 					for _, kv := range image.GoBuildEnv(platform) {
@@ -74,9 +78,8 @@ func TestDockerfilesAgreeWithTheBuilder(t *testing.T) {
 						t.Errorf("ENTRYPOINT must be exec form (JSON), as the image's config is")
 					}
 				case "copy":
-					w := words(n)
-					if len(w) == 2 && w[0] == built {
-						copied = w[1]
+					if w := words(n); len(w) == 2 && built[w[0]] != "" {
+						copied[w[0]] = w[1]
 					}
 				}
 			}
@@ -89,8 +92,19 @@ func TestDockerfilesAgreeWithTheBuilder(t *testing.T) {
 			if entrypoint != c.Path {
 				t.Errorf("final stage ENTRYPOINT %q, the image's is %s", entrypoint, c.Path)
 			}
-			if copied != c.Path {
-				t.Errorf("the final stage copies %s to %q, the image has it at %s", built, copied, c.Path)
+			// Each program is built from its package and copied where the
+			// image has it, and nothing else is.
+			var want, got []string
+			for _, p := range c.Programs() {
+				want = append(want, p.Package+" -> "+p.Path)
+			}
+			for out, to := range copied {
+				got = append(got, built[out]+" -> "+to)
+			}
+			slices.Sort(want)
+			slices.Sort(got)
+			if !slices.Equal(got, want) {
+				t.Errorf("the final stage copies %v, the image holds %v", got, want)
 			}
 		})
 	}

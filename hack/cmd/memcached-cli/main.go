@@ -21,6 +21,14 @@
 //	memcached-cli [-server host:port] get KEY        (exit 1 on a miss)
 //	memcached-cli [-server host:port] delete KEY
 //	memcached-cli [-server host:port] stats [NAME]   (one statistic, or all)
+//
+// and a benchmark of the server's data path as a client sees it (make
+// bench's real-node section): every key written once, then a mix of gets
+// and sets on several connections, bounded in time and size, printing one
+// JSON object with the throughput and the latency percentiles:
+//
+//	memcached-cli [-server host:port] bench [-servers a:p,b:p] [-duration 10s]
+//	    [-connections 8] [-keys 10000] [-value-size 100] [-get-ratio 0.9]
 package main
 
 import (
@@ -49,7 +57,7 @@ func main() {
 	tlsDir := flag.String("tls-dir", "", "speak TLS with the client certificate in this directory (tls.crt, tls.key, ca.crt), for a Memcached with spec.security.tls")
 	authFile := flag.String("auth-file", "", "authenticate with the user:password line of this file, for a Memcached with spec.security.auth")
 	flag.Usage = func() {
-		fmt.Fprintf(os.Stderr, "usage: memcached-cli [-server host:port] set KEY VALUE [TTL] | get KEY | delete KEY | stats [NAME]\n")
+		fmt.Fprintf(os.Stderr, "usage: memcached-cli [-server host:port] set KEY VALUE [TTL] | get KEY | delete KEY | stats [NAME] | bench [flags]\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -57,6 +65,9 @@ func main() {
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "memcached-cli: %v\n", err)
 		os.Exit(2)
+	}
+	if flag.Arg(0) == "bench" {
+		os.Exit(bench(d, *server, flag.Args()[1:]))
 	}
 	out, err := runAll(d, *server, flag.Args())
 	for deadline := time.Now().Add(*retry); isConnError(err) && time.Now().Before(deadline); {

@@ -144,13 +144,16 @@ func securityVolumes(m *cachev1alpha1.Memcached) ([]*corev1ac.VolumeApplyConfigu
 	return volumes, mounts
 }
 
+// ReloaderCommand is the reloader's binary in the operator's image, beside
+// the manager (its entrypoint).
+const ReloaderCommand = "/reloader"
+
 // ReloaderArgs are the reloader's arguments. With auth and the exporter,
 // the reloader also listens on the pod's loopback for the exporter and
 // authenticates its connections; with warm restart it makes memcached save
-// its memory file when the pod stops. The manager image's entrypoint is
-// the manager, which runs the reloader for its first argument "reload".
+// its memory file when the pod stops.
 func ReloaderArgs(m *cachev1alpha1.Memcached) []string {
-	args := []string{"reload"}
+	var args []string
 	address := "127.0.0.1:" + strconv.Itoa(cachev1alpha1.MemcachedPort)
 	if tlsSpec(m) != nil {
 		args = append(args, "--tls-dir="+TLSMountPath)
@@ -180,6 +183,7 @@ func reloaderContainerSpec(m *cachev1alpha1.Memcached, opts Options, mounts []*c
 	return corev1ac.Container().
 		WithName(reloaderContainer).
 		WithImage(opts.ReloaderImage).
+		WithCommand(ReloaderCommand).
 		WithArgs(ReloaderArgs(m)...).
 		WithVolumeMounts(mounts...).
 		// It holds two small files and one connection; the soft limit

@@ -38,25 +38,25 @@ func TestSecurity(t *testing.T) {
 			name:     "TLS with defaults",
 			m:        seed(tlsSpec("", "", nil)),
 			args:     "-Z -o ssl_chain_cert=/etc/memcached/tls/tls.crt,ssl_key=/etc/memcached/tls/tls.key,ssl_verify_mode=0,ssl_min_version=2 -l *:11211,notls:127.0.0.1:11210 -X -W -F",
-			reloader: "reload --tls-dir=/etc/memcached/tls --memcached-address=127.0.0.1:11210", servicePorts: []string{"memcached"},
+			reloader: "/reloader --tls-dir=/etc/memcached/tls --memcached-address=127.0.0.1:11210", servicePorts: []string{"memcached"},
 		},
 		{
 			name:     "required client certificates, TLS 1.3, a migration port",
 			m:        seed(tlsSpec(cachev1alpha1.ClientCertificatesRequire, cachev1alpha1.TLSVersion13, ptr.To[int32](11212))),
 			args:     "-Z -o ssl_chain_cert=/etc/memcached/tls/tls.crt,ssl_key=/etc/memcached/tls/tls.key,ssl_ca_cert=/etc/memcached/tls/ca.crt,ssl_verify_mode=2,ssl_min_version=3 -l *:11211,notls:127.0.0.1:11210,notls:*:11212 -X -W -F",
-			reloader: "reload --tls-dir=/etc/memcached/tls --memcached-address=127.0.0.1:11210", servicePorts: []string{"memcached", "memcached-plain"},
+			reloader: "/reloader --tls-dir=/etc/memcached/tls --memcached-address=127.0.0.1:11210", servicePorts: []string{"memcached", "memcached-plain"},
 		},
 		{
 			name:     "requested client certificates",
 			m:        seed(tlsSpec(cachev1alpha1.ClientCertificatesRequest, "", nil)),
 			args:     "-Z -o ssl_chain_cert=/etc/memcached/tls/tls.crt,ssl_key=/etc/memcached/tls/tls.key,ssl_ca_cert=/etc/memcached/tls/ca.crt,ssl_verify_mode=1,ssl_min_version=2 -l *:11211,notls:127.0.0.1:11210 -X -W -F",
-			reloader: "reload --tls-dir=/etc/memcached/tls --memcached-address=127.0.0.1:11210", servicePorts: []string{"memcached"},
+			reloader: "/reloader --tls-dir=/etc/memcached/tls --memcached-address=127.0.0.1:11210", servicePorts: []string{"memcached"},
 		},
 		{
 			name:     "auth alone, flush_all allowed",
 			m:        seed(withAuth, func(m *cachev1alpha1.Memcached) { m.Spec.Security.AllowFlushAll = true }),
 			args:     "-Y /etc/memcached/auth/auth-file -B ascii -X -W",
-			reloader: "reload --auth-file=/etc/memcached/auth/auth-file --memcached-address=127.0.0.1:11211", servicePorts: []string{"memcached"}, sharesProcess: true,
+			reloader: "/reloader --auth-file=/etc/memcached/auth/auth-file --memcached-address=127.0.0.1:11211", servicePorts: []string{"memcached"}, sharesProcess: true,
 		},
 		{
 			name: "TLS with the exporter: it scrapes the loopback listener",
@@ -64,7 +64,7 @@ func TestSecurity(t *testing.T) {
 				m.Spec.Monitoring = &cachev1alpha1.MonitoringSpec{Exporter: &cachev1alpha1.ExporterSpec{Enabled: true}}
 			}),
 			args:         "-Z -o ssl_chain_cert=/etc/memcached/tls/tls.crt,ssl_key=/etc/memcached/tls/tls.key,ssl_verify_mode=0,ssl_min_version=2 -l *:11211,notls:127.0.0.1:11210 -X -W -F",
-			reloader:     "reload --tls-dir=/etc/memcached/tls --memcached-address=127.0.0.1:11210",
+			reloader:     "/reloader --tls-dir=/etc/memcached/tls --memcached-address=127.0.0.1:11210",
 			exporterAddr: "--memcached.address=127.0.0.1:11210", servicePorts: []string{"memcached", "metrics"},
 		},
 		{
@@ -73,7 +73,7 @@ func TestSecurity(t *testing.T) {
 				m.Spec.Monitoring = &cachev1alpha1.MonitoringSpec{Exporter: &cachev1alpha1.ExporterSpec{Enabled: true}}
 			}),
 			args:         "-Z -o ssl_chain_cert=/etc/memcached/tls/tls.crt,ssl_key=/etc/memcached/tls/tls.key,ssl_ca_cert=/etc/memcached/tls/ca.crt,ssl_verify_mode=2,ssl_min_version=2 -l *:11211,notls:127.0.0.1:11210 -Y /etc/memcached/auth/auth-file -B ascii -X -W -F",
-			reloader:     "reload --tls-dir=/etc/memcached/tls --auth-file=/etc/memcached/auth/auth-file --exporter-listen-address=127.0.0.1:11209 --memcached-address=127.0.0.1:11210",
+			reloader:     "/reloader --tls-dir=/etc/memcached/tls --auth-file=/etc/memcached/auth/auth-file --exporter-listen-address=127.0.0.1:11209 --memcached-address=127.0.0.1:11210",
 			exporterAddr: "--memcached.address=127.0.0.1:11209", servicePorts: []string{"memcached", "metrics"}, sharesProcess: true,
 		},
 		{
@@ -82,7 +82,7 @@ func TestSecurity(t *testing.T) {
 				m.Spec.Monitoring = &cachev1alpha1.MonitoringSpec{Exporter: &cachev1alpha1.ExporterSpec{Enabled: true}}
 			}),
 			args:         "-Y /etc/memcached/auth/auth-file -B ascii -X -W -F",
-			reloader:     "reload --auth-file=/etc/memcached/auth/auth-file --exporter-listen-address=127.0.0.1:11209 --memcached-address=127.0.0.1:11211",
+			reloader:     "/reloader --auth-file=/etc/memcached/auth/auth-file --exporter-listen-address=127.0.0.1:11209 --memcached-address=127.0.0.1:11211",
 			exporterAddr: "--memcached.address=127.0.0.1:11209", servicePorts: []string{"memcached", "metrics"}, sharesProcess: true,
 		},
 	} {
@@ -101,7 +101,7 @@ func TestSecurity(t *testing.T) {
 				if !ok {
 					t.Fatal("no reloader container")
 				}
-				if got := strings.Join(pod.Containers[i].Args, " "); got != tc.reloader || *pod.Containers[i].Image != "operator:v1" {
+				if got := strings.Join(append(pod.Containers[i].Command, pod.Containers[i].Args...), " "); got != tc.reloader || *pod.Containers[i].Image != "operator:v1" {
 					t.Errorf("reloader %s %s, want %s", *pod.Containers[i].Image, got, tc.reloader)
 				}
 				if len(pod.Containers[i].VolumeMounts) != len(pod.Containers[0].VolumeMounts) || len(pod.Containers[0].VolumeMounts) == 0 {

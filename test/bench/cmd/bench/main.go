@@ -60,6 +60,10 @@ func run() error {
 	renderOnly := flag.Bool("render", false, "only render the report from its .json (after a change to the report's layout)")
 	manager := flag.String("manager", "", "operator binary to measure instead of bin/manager (to compare builds; -out '' keeps the report)")
 	profileDir := flag.String("profile-dir", "", "write a CPU profile of kube-apiserver during each controller's convergence into this directory (go tool pprof)")
+	controlPlane := flag.Bool("controlplane", true, "measure the operator against the floors and the seed (-n), its change latency and kustomize builds")
+	dataPlane := flag.Bool("dataplane", true, "measure cache pods on 3 real nodes (root, Linux): each container's memory and CPU, clients' throughput and latency with TLS and auth, and through a rollout")
+	dataPlaneLoad := flag.Duration("dataplane-load", 20*time.Second, "how long each client run of the data-plane section measures")
+	dataPlaneRollout := flag.Duration("dataplane-rollout", 90*time.Second, "how long the client runs across each rollout")
 	flag.Parse()
 
 	var ns []int
@@ -102,15 +106,23 @@ func run() error {
 		return write(root, *out, jsonPath, results)
 	}
 
-	ms, err := bench.Run(context.Background(), bench.Config{Sizes: ns, Runs: *runs, SeedCommand: []string{self}, Progress: os.Stderr,
-		OperatorArgs: strings.Fields(*operatorArgs), ProfileDir: *profileDir, Contenders: strings.Split(*contenders, ","), Changes: *changes, Manager: *manager})
-	if err != nil {
-		return err
+	newer := bench.Results{Machine: proc.Machine(), Versions: load.Versions(), Cores: runtime.NumCPU()}
+	if *controlPlane {
+		ms, err := bench.Run(context.Background(), bench.Config{Sizes: ns, Runs: *runs, SeedCommand: []string{self}, Progress: os.Stderr,
+			OperatorArgs: strings.Fields(*operatorArgs), ProfileDir: *profileDir, Contenders: strings.Split(*contenders, ","), Changes: *changes, Manager: *manager})
+		if err != nil {
+			return err
+		}
+		newer.Measurements = bench.Medians(ms)
+		fmt.Fprintln(os.Stderr, "bench: kustomize build of the overlays ...")
+		if newer.Kustomize, err = bench.KustomizeBuilds([]string{"overlays/dev", "overlays/staging", "overlays/prod"}, 9); err != nil {
+			return err
+		}
 	}
-	fmt.Fprintln(os.Stderr, "bench: kustomize build of the overlays ...")
-	newer := bench.Results{Machine: proc.Machine(), Versions: load.Versions(), Cores: runtime.NumCPU(), Measurements: bench.Medians(ms)}
-	if newer.Kustomize, err = bench.KustomizeBuilds([]string{"overlays/dev", "overlays/staging", "overlays/prod"}, 9); err != nil {
-		return err
+	if *dataPlane {
+		if newer.DataPlane, err = bench.RunDataPlane(context.Background(), bench.DataPlaneConfig{Load: *dataPlaneLoad, Rollout: *dataPlaneRollout, Progress: os.Stderr}); err != nil {
+			return fmt.Errorf("data plane: %w", err)
+		}
 	}
 	if *krm {
 		if newer.KRM, err = krmBenchmark(*krmSize); err != nil {

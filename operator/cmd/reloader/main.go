@@ -1,3 +1,10 @@
+// Command reloader is the sidecar of a Memcached with spec.security or warm
+// restart (package reloader says what it does). The operator writes it
+// into the pod with its own image, where it sits beside the manager as
+// /reloader, so the two always come from one build. It is a binary of its
+// own, of the standard library alone, so that each cache pod pays for a
+// few megabytes rather than for the whole manager (docs/benchmarks.md
+// measures both).
 package main
 
 import (
@@ -10,14 +17,18 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/example/memcached-operator/operator/internal/buildinfo"
 	"github.com/example/memcached-operator/operator/internal/reloader"
 )
 
-// runReload is `manager reload`: the reloader sidecar of a secured
-// memcached pod (see package reloader). The operator writes it into the
-// pod with its own image, so the two always come from one build.
-func runReload(args []string) int {
-	fs := flag.NewFlagSet("manager reload", flag.ExitOnError)
+// version is set at build time with -ldflags "-X main.version=...", as the
+// manager's is.
+var version = ""
+
+func main() { os.Exit(run(os.Args[1:])) }
+
+func run(args []string) int {
+	fs := flag.NewFlagSet("reloader", flag.ExitOnError)
 	var cfg reloader.Config
 	fs.StringVar(&cfg.TLSDir, "tls-dir", "", "Mounted TLS Secret (tls.crt, tls.key, optional ca.crt) to load with refresh_certs when it changes.")
 	fs.StringVar(&cfg.AuthFile, "auth-file", "", "Mounted memcached password file to load with SIGHUP when it changes.")
@@ -31,7 +42,7 @@ func runReload(args []string) int {
 	cfg.Log = slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	stopping, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	cfg.Log.Info("watching", "tlsDir", cfg.TLSDir, "authFile", cfg.AuthFile, "memoryFile", cfg.MemoryFile, "memcached", cfg.Address, "interval", cfg.Interval.String(), "version", buildVersion())
+	cfg.Log.Info("watching", "tlsDir", cfg.TLSDir, "authFile", cfg.AuthFile, "memoryFile", cfg.MemoryFile, "memcached", cfg.Address, "interval", cfg.Interval.String(), "version", buildinfo.Version(version))
 
 	// The reloader keeps running through the drain: a pod told to stop
 	// still serves, and a rotation may land meanwhile.
