@@ -16,12 +16,14 @@ import (
 // no-op when they are in sync.
 //
 // bin/kpt is the newest kpt release the Go module proxy serves
-// (v1.0.0-beta.61). The Kptfiles are committed as kpt v1.0.0-beta.65 and
-// later write them after a render, with a status block (Rendered,
-// renderStatus) that releases before beta.65 refuse to read. So the render
-// runs on a copy of the package whose Kptfile has no status, and what it
-// rewrote is copied back; the committed Kptfile stays as current kpt leaves
-// it. kpt's report is shown only when the render fails.
+// (v1.0.0-beta.61), and the Kptfiles are committed as it leaves them:
+// without a status block. kpt v1.0.0-beta.65 and later write one into the
+// root Kptfile on every render (Rendered, renderStatus), which releases
+// before beta.65 refuse to read. So the render runs on a copy of the package
+// whose Kptfile has no status, and what it rewrote is copied back, the
+// Kptfile excepted: an overlay a newer kpt has rendered still renders here,
+// and its Kptfile stays as that kpt left it. kpt's report is shown only
+// when the render fails.
 func (r *Repo) Render(env string) error {
 	dir, err := r.overlay(env)
 	if err != nil {

@@ -1,30 +1,16 @@
-// Package kpt runs kpt's real `fn render` and encodes what kpt's current
-// source does beyond its newest release.
-//
-// bin/kpt is `kpt fn render` from the newest kpt release the Go module proxy
-// serves (tools/kpt): path resolution of exec functions, the ResourceList
-// exchange, writing files back, failing on a function's error are kpt's own
-// code. kpt's current source (github.com/kptdev/kpt at 23c57d7, newer than
-// any release the proxy serves) also rewrites the root Kptfile after every
-// render: it decodes it into its Go types (dropping comments), sets a
-// status.conditions entry of type Rendered and status.renderStatus with one
-// step per function (pkg/lib/kptops/render_executor.go: updateRenderStatus,
-// setRenderStatus, captureStepResult), and writes it back with kyaml's
-// encoder and wide sequence indentation (pkg/kptfile/kptfileutil/util.go:
-// marshalKptfile). HeadKptfile reproduces that rewrite, field for field and
-// in the same order, so tests can check that the committed Kptfiles are
-// already in that form and a render by kpt's current source leaves a clean
-// tree clean.
+// Package kpt runs kpt's real `fn render`: bin/kpt, kpt's own render
+// command from the newest kpt release the Go module proxy serves
+// (tools/kpt). Path resolution of exec functions, the ResourceList
+// exchange, writing files back and failing on a function's error are kpt's
+// own code.
 package kpt
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"sigs.k8s.io/kustomize/kyaml/fn/framework"
@@ -38,8 +24,7 @@ type Rendered struct {
 	ExitCode int
 	// Output is kpt's stdout and stderr.
 	Output string
-	// Steps are the mutators' results in order, from kpt's --results-dir,
-	// as kpt's current source records them in the Kptfile.
+	// Steps are the mutators' results in order, from kpt's --results-dir.
 	Steps []StepResult
 }
 
@@ -93,99 +78,11 @@ func Render(dir, pkg string, extraPath ...string) (Rendered, error) {
 	return r, nil
 }
 
-// The Kptfile as kpt's current source decodes and encodes it: the fields
-// and their order are those of its api/kptfile/v1 types; fields this
-// repository's Kptfiles do not use (upstream, upstreamLock, info,
-// inventory) make HeadKptfile fail rather than be guessed at.
-type kptfile struct {
-	yaml.ResourceMeta `yaml:",inline"`
-	Pipeline          *pipeline `yaml:"pipeline,omitempty"`
-	Status            *status   `yaml:"status,omitempty"`
-}
-
-type pipeline struct {
-	Mutators   []function `yaml:"mutators,omitempty"`
-	Validators []function `yaml:"validators,omitempty"`
-}
-
-type function struct {
-	Image      string            `yaml:"image,omitempty"`
-	Exec       string            `yaml:"exec,omitempty"`
-	ConfigPath string            `yaml:"configPath,omitempty"`
-	ConfigMap  map[string]string `yaml:"configMap,omitempty"`
-	Name       string            `yaml:"name,omitempty"`
-}
-
-type status struct {
-	Conditions   []condition   `yaml:"conditions,omitempty"`
-	RenderStatus *renderStatus `yaml:"renderStatus,omitempty"`
-}
-
-type condition struct {
-	Type    string `yaml:"type"`
-	Status  string `yaml:"status"`
-	Reason  string `yaml:"reason,omitempty"`
-	Message string `yaml:"message,omitempty"`
-}
-
-type renderStatus struct {
-	MutationSteps   []pipelineStepResult `yaml:"mutationSteps,omitempty"`
-	ValidationSteps []pipelineStepResult `yaml:"validationSteps,omitempty"`
-	ErrorSummary    string               `yaml:"errorSummary,omitempty"`
-}
-
-type pipelineStepResult struct {
-	Name           string              `yaml:"name,omitempty"`
-	Image          string              `yaml:"image,omitempty"`
-	ExecPath       string              `yaml:"exec,omitempty"`
-	ExecutionError string              `yaml:"executionError,omitempty"`
-	Stderr         string              `yaml:"stderr,omitempty"`
-	ExitCode       int                 `yaml:"exitCode"`
-	Results        []*framework.Result `yaml:"results,omitempty"`
-	ErrorResults   []*framework.Result `yaml:"errorResults,omitempty"`
-}
-
 // StepResult is what one function run produced.
 type StepResult struct {
 	Stderr   string
 	ExitCode int
 	Results  []*framework.Result
-}
-
-// HeadKptfile returns the Kptfile as kpt's current source writes it after a
-// successful render whose mutators produced steps (one per mutator, in
-// order).
-func HeadKptfile(in []byte, steps []StepResult) ([]byte, error) {
-	kf := &kptfile{}
-	dec := yaml.NewDecoder(bytes.NewReader(in))
-	dec.KnownFields(true) // as kptfileutil.DecodeKptfile
-	if err := dec.Decode(kf); err != nil {
-		return nil, fmt.Errorf("decode the Kptfile as kpt does: %w", err)
-	}
-	if kf.Status == nil {
-		kf.Status = &status{}
-	}
-	kf.Status.Conditions = slices.DeleteFunc(kf.Status.Conditions, func(c condition) bool { return c.Type == "Rendered" })
-	kf.Status.Conditions = append(kf.Status.Conditions, condition{Type: "Rendered", Status: "True", Reason: "RenderSuccess"})
-	kf.Status.RenderStatus = nil
-	if kf.Pipeline != nil && len(kf.Pipeline.Mutators) > 0 {
-		if len(steps) != len(kf.Pipeline.Mutators) {
-			return nil, fmt.Errorf("%d step results for %d mutators", len(steps), len(kf.Pipeline.Mutators))
-		}
-		rs := &renderStatus{}
-		for i, fn := range kf.Pipeline.Mutators {
-			step := pipelineStepResult{Name: fn.Name, Image: fn.Image, ExecPath: fn.Exec,
-				Stderr: steps[i].Stderr, ExitCode: steps[i].ExitCode, Results: steps[i].Results}
-			for _, r := range step.Results {
-				if r.Severity == framework.Error {
-					step.ErrorResults = append(step.ErrorResults, r)
-				}
-			}
-			rs.MutationSteps = append(rs.MutationSteps, step)
-		}
-		kf.Status.RenderStatus = rs
-	}
-	return yaml.MarshalWithOptions(kf, &yaml.EncoderOptions{SeqIndent: yaml.WideSequenceStyle})
 }
 
 // CopyPackage copies a package directory tree so a test can render it
