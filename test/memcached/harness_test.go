@@ -49,7 +49,7 @@ const (
 	priorityClass      = "cache-critical"
 	cacheServiceAcount = "cache"
 	// reloaderImage is what the harness's operator writes for the reloader
-	// sidecar; the tests run bin/manager reload in its place.
+	// sidecar; the tests run bin/reloader in its place.
 	reloaderImage = "registry.example.com/memcached-operator:test"
 )
 
@@ -257,7 +257,7 @@ func (h *harness) runPodTemplate(ctx context.Context, workload client.Object) (p
 	var reloader *proc.Process
 	if r := container(pod, "reloader"); r != nil {
 		res.reloader = true
-		p, listeners, err := startReloader(r.Args, access.Mounts, srv.PlainAddr)
+		p, listeners, err := startReloader(r, access.Mounts, srv.PlainAddr)
 		if err != nil {
 			return res, err
 		}

@@ -15,6 +15,7 @@ import (
 	"math/big"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -28,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1alpha1 "github.com/example/memcached-operator/operator/api/v1alpha1"
+	"github.com/example/memcached-operator/test/internal/cluster"
 	"github.com/example/memcached-operator/test/internal/memcached"
 	"github.com/example/memcached-operator/test/internal/proc"
 	"github.com/example/memcached-operator/test/internal/repo"
@@ -211,19 +213,23 @@ func (h *harness) secretVolumes(pod corev1.PodSpec, main *corev1.Container) (*me
 	return access, cleanup, nil
 }
 
-// startReloader runs bin/manager reload with the sidecar's arguments
-// against a running memcached and waits for its first pass to load every
-// file it watches: the sidecar's flags must match the pod's listeners and
-// mounts. listeners maps the ports it listens on in the pod (for the
-// exporter) to local addresses; the caller stops it.
-func startReloader(containerArgs []string, mounts map[string]string, address string) (p *proc.Process, listeners map[int]string, err error) {
-	bins, err := repo.Bin("manager")
+// startReloader runs the sidecar's command, the operator image's
+// /reloader (bin/reloader here), with its arguments against a running
+// memcached and waits for its first pass to load every file it watches:
+// the sidecar's flags must match the pod's listeners and mounts. listeners
+// maps the ports it listens on in the pod (for the exporter) to local
+// addresses; the caller stops it.
+func startReloader(container *corev1.Container, mounts map[string]string, address string) (p *proc.Process, listeners map[int]string, err error) {
+	if !slices.Equal(container.Command, []string{"/reloader"}) {
+		return nil, nil, fmt.Errorf("the reloader container runs %q, want the image's /reloader", container.Command)
+	}
+	bins, err := repo.Bin("reloader")
 	if err != nil {
 		return nil, nil, err
 	}
-	args, listeners := localReloaderArgs(containerArgs, mounts, address)
+	args, listeners := localReloaderArgs(container.Args, mounts, address)
 	args = append(args, "--interval=200ms")
-	p, err = proc.TryStart(proc.Spec{Name: "reloader", Path: bins["manager"], Args: args})
+	p, err = proc.TryStart(proc.Spec{Name: "reloader", Path: bins["reloader"], Args: args})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -301,7 +307,7 @@ func command(conn net.Conn, cmd string) (string, error) {
 // speaks TLS to it with Go's crypto/tls: with and without a client
 // certificate, with a certificate of another CA, plaintext on the TLS
 // port, the exporter through the loopback listener; then rotates the certificate as the kubelet does and runs the
-// real reloader (bin/manager reload), which must make memcached serve the
+// real reloader (bin/reloader), which must make memcached serve the
 // new serial with every key kept and no restart.
 func TestTLSAgainstRealMemcached(t *testing.T) {
 	h := startHarness(t, "tls")
@@ -425,12 +431,11 @@ func TestTLSAgainstRealMemcached(t *testing.T) {
 
 	// Rotation: the kubelet swaps the volume; the reloader, given the
 	// pod's arguments pointed at the local files and listener, loads it.
-	bins, err := repo.Bin("manager")
+	reloaderProc, _, err := startReloader(reloader, mounts, loopback)
 	if err != nil {
 		t.Fatal(err)
 	}
-	reloaderArgs, _ := localReloaderArgs(reloader.Args, mounts, loopback)
-	proc.Start(t, proc.Spec{Name: "reloader", Path: bins["manager"], Args: append(reloaderArgs, "--interval=200ms")})
+	t.Cleanup(func() { _ = reloaderProc.Stop() })
 	newCert, newKey := ca.issue(t, 101, x509.ExtKeyUsageServerAuth)
 	rotated := time.Now()
 	writeSecretVolume(t, tlsDir, map[string][]byte{"tls.crt": newCert, "tls.key": newKey, "ca.crt": ca.pem})
@@ -529,7 +534,7 @@ func TestAuthAgainstRealMemcached(t *testing.T) {
 
 	// The exporter cannot authenticate: it scrapes through the reloader,
 	// which does.
-	reloaderProc, listeners, err := startReloader(reloader.Args, mounts, addr)
+	reloaderProc, listeners, err := startReloader(reloader, mounts, addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -570,4 +575,167 @@ func TestAuthAgainstRealMemcached(t *testing.T) {
 	if exited, _ := srv.Exited(); exited {
 		t.Error("memcached restarted")
 	}
+}
+
+// The password files the operator accepts are the ones memcached reads as
+// written, and the ones it refuses are the ones memcached would misread or
+// refuse. Every case also runs memcached on the file with the pod's own
+// arguments: an accepted file must authenticate each of its users with
+// exactly their password; a refused one must fail in memcached too, so no
+// refusal is a guess. memcached 1.6.18 drops the last character of a
+// one-line file without a newline (what kubectl create secret
+// --from-literal writes), exits on an empty line or a carriage return, and
+// refuses a "user password" token over 255 bytes.
+func TestPasswordFilesAgainstRealMemcached(t *testing.T) {
+	h := startHarness(t, "passwords")
+	ctx := context.Background()
+	var podArgs []string // the first accepted case's memcached arguments
+	var id memcached.Identity
+	for i, c := range []struct {
+		name, file string
+		refused    string // what the operator's message says; empty: accepted
+	}{
+		{"one user", "app:secret\n", ""},
+		{"two users, a colon in a password", "app:one\nops:t:wo\n", ""},
+		{"the longest line memcached takes", "app:" + strings.Repeat("p", 251) + "\n", ""},
+		{"one line without a final newline, as --from-literal writes it", "app:secret", "one line without a final newline"},
+		{"two users, the last without a newline", "app:one\nops:two", ""},
+		{"a Windows line end", "app:secret\r\n", "carriage return"},
+		{"an empty last line", "app:secret\n\n", "line 2 is empty"},
+		{"a line one byte too long", "app:" + strings.Repeat("p", 252) + "\n", "256 bytes"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			name := fmt.Sprintf("passwords-%d", i)
+			if err := h.c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: h.namespace, Name: name},
+				Data: map[string][]byte{"auth-file": []byte(c.file)}}); err != nil {
+				t.Fatal(err)
+			}
+			mc := &cachev1alpha1.Memcached{
+				ObjectMeta: metav1.ObjectMeta{Namespace: h.namespace, Name: name},
+				Spec: cachev1alpha1.MemcachedSpec{Size: ptr.To[int32](1), Security: &cachev1alpha1.SecuritySpec{
+					Auth: &cachev1alpha1.AuthSpec{SecretName: name},
+				}},
+			}
+			if err := h.c.Create(ctx, mc); err != nil {
+				t.Fatal(err)
+			}
+			d, err := h.waitDeployment(ctx, mc, time.Minute)
+			if c.refused == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				pod := d.Spec.Template.Spec
+				if podArgs == nil {
+					podArgs = container(pod, "memcached").Args
+					id = memcached.UnprivilegedIdentity(pod.SecurityContext.RunAsUser, pod.SecurityContext.RunAsGroup)
+				}
+			} else if err == nil || !strings.Contains(err.Error(), "SecretInvalid") || !strings.Contains(err.Error(), c.refused) {
+				t.Fatalf("got %v; want Stalled, SecretInvalid, saying %q", err, c.refused)
+			}
+			if podArgs == nil {
+				t.Fatal("no accepted case ran first to give memcached's arguments")
+			}
+			misread := readByMemcached(t, podArgs, id, c.file)
+			switch {
+			case c.refused == "" && misread != "":
+				t.Errorf("accepted, but memcached %s", misread)
+			case c.refused != "" && misread == "":
+				t.Errorf("refused, but memcached reads every user:password as written")
+			case c.refused != "":
+				t.Logf("refused; memcached %s", misread)
+			}
+		})
+	}
+
+	// The commands docs/security.md gives for the Secret, run as written
+	// in a shell with bin/ on PATH: the operator accepts what they make,
+	// and memcached reads it as written.
+	t.Run("as docs/security.md makes it", func(t *testing.T) {
+		script := shellBlock(t, "docs/security.md", "create secret generic")
+		if err := cluster.RestrictedNamespace(ctx, h.c, "cache"); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
+		cmd.Dir = t.TempDir()
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+h.env.Kubeconfig, "PATH="+filepath.Join(repo.MustRoot(t), "bin")+":"+os.Getenv("PATH"))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("docs/security.md's commands: %v\n%s", err, out)
+		}
+		secret := &corev1.Secret{}
+		if err := h.c.Get(ctx, client.ObjectKey{Namespace: "cache", Name: "sessions-auth"}, secret); err != nil {
+			t.Fatal(err)
+		}
+		mc := &cachev1alpha1.Memcached{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "cache", Name: "sessions"},
+			Spec: cachev1alpha1.MemcachedSpec{Size: ptr.To[int32](1), Security: &cachev1alpha1.SecuritySpec{
+				Auth: &cachev1alpha1.AuthSpec{SecretName: "sessions-auth"},
+			}},
+		}
+		if err := h.c.Create(ctx, mc); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.waitDeployment(ctx, mc, time.Minute); err != nil {
+			t.Fatalf("refused: %v", err)
+		}
+		if misread := readByMemcached(t, podArgs, id, string(secret.Data["auth-file"])); misread != "" {
+			t.Errorf("accepted, but memcached %s", misread)
+		}
+	})
+}
+
+// shellBlock returns the first ```sh block of a document that contains
+// marker: the commands a guide tells users to run.
+func shellBlock(t *testing.T, doc, marker string) string {
+	t.Helper()
+	text, err := os.ReadFile(filepath.Join(repo.MustRoot(t), doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, block := range strings.Split(string(text), "```sh\n")[1:] {
+		block, _, _ = strings.Cut(block, "```")
+		if strings.Contains(block, marker) {
+			return block
+		}
+	}
+	t.Fatalf("%s has no ```sh block with %q", doc, marker)
+	return ""
+}
+
+// readByMemcached runs memcached with args on a password file and says how
+// it misreads it: "" when every user:password line authenticates with
+// exactly its password.
+func readByMemcached(t *testing.T, args []string, id memcached.Identity, file string) string {
+	t.Helper()
+	var users []memcached.Credentials
+	for line := range strings.SplitSeq(strings.TrimSuffix(file, "\n"), "\n") {
+		user, password, _ := strings.Cut(line, ":")
+		users = append(users, memcached.Credentials{User: user, Password: password})
+	}
+	// Not t.TempDir: its parent is private to root, and memcached runs as
+	// the pod's unprivileged uid.
+	dir, err := os.MkdirTemp("", "auth-volume-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeSecretVolume(t, dir, map[string][]byte{"auth-file": []byte(file)})
+	srv, err := memcached.TryStart(args, id, run.FreePort(t),
+		&memcached.Access{Mounts: map[string]string{"/etc/memcached/auth": dir}, User: users[0].User, Password: users[0].Password})
+	if err != nil {
+		return fmt.Sprintf("with it as -Y: %v", err)
+	}
+	defer func() { _ = srv.Stop() }()
+	for _, u := range users {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		conn, err := memcached.DialClient(ctx, srv.Addr, nil, &u)
+		cancel()
+		if err != nil {
+			return fmt.Sprintf("refuses %s's password as written (%d bytes): %v", u.User, len(u.Password), err)
+		}
+		_ = conn.Close()
+	}
+	return ""
 }

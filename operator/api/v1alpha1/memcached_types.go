@@ -266,9 +266,15 @@ type PodSecuritySpec struct {
 // memcached reserves 5 connections for each worker thread and exits at
 // start when -c leaves too few ("Maxconns setting is too low"); the second
 // rule keeps room for 16 clients.
+//
+// With a memory file (warm restart) memcached gives every slab class its
+// first 1 MiB page at start, so the largest item needs pages beyond them:
+// measured with memcached 1.6.18, -m must be at least (classes - 1) + the
+// item's MiB, where classes is 63 below -f 1.25 and 41 from it.
 // +kubebuilder:validation:XValidation:rule="(has(self.maxConnections) ? self.maxConnections : 1024) >= 5 * (has(self.threads) ? self.threads : 4) + 16",message="spec.memcached.maxConnections must be at least 5 x threads + 16 (36 with the default 4 threads): memcached reserves 5 connections per worker thread and refuses to start without room for clients; raise maxConnections or lower threads",fieldPath=".maxConnections"
 // +kubebuilder:validation:XValidation:rule="!has(self.maxItemSize) || (type(self.maxItemSize) == int ? double(self.maxItemSize) : quantity(self.maxItemSize).asApproximateFloat()) <= double(has(self.maxMemoryMB) ? self.maxMemoryMB : 64) * 524288.0",message="spec.memcached.maxItemSize must be at most half of spec.memcached.maxMemoryMB (memcached refuses a larger -I); lower maxItemSize or raise maxMemoryMB",fieldPath=".maxItemSize"
 // +kubebuilder:validation:XValidation:rule="!has(self.warmRestart) || !self.warmRestart.enabled || (has(self.maxMemoryMB) ? self.maxMemoryMB : 64) >= 64",message="spec.memcached.warmRestart needs maxMemoryMB of at least 64: with a memory file memcached preallocates a 1 MiB page for each slab class, and there can be 63 of them",fieldPath=".maxMemoryMB"
+// +kubebuilder:validation:XValidation:rule="!has(self.warmRestart) || !self.warmRestart.enabled || (has(self.maxMemoryMB) ? self.maxMemoryMB : 64) >= ((has(self.extraArgs) && self.extraArgs.exists(i, a, i > 0 && self.extraArgs[i-1] in ['-f', '--slab-growth-factor'] && a.matches('^[0-9]{1,3}([.][0-9]{1,6})?$') && double(a) < 1.25)) ? 62 : 40) + (!has(self.maxItemSize) ? 1 : type(self.maxItemSize) == int ? (int(self.maxItemSize) + 1048575) / 1048576 : isQuantity(string(self.maxItemSize)) && quantity(string(self.maxItemSize)).isInteger() ? (quantity(string(self.maxItemSize)).asInteger() + 1048575) / 1048576 : 1)",message="spec.memcached.warmRestart needs maxMemoryMB of at least 62 + maxItemSize in MiB (rounded up) with a slab growth factor -f below 1.25, and 40 + maxItemSize in MiB from -f 1.25 (the default): with a memory file memcached gives each slab class a 1 MiB page before any item (up to 63 classes below -f 1.25, 41 from it), and the largest item needs pages beyond them; raise maxMemoryMB, lower maxItemSize or raise -f",fieldPath=".maxMemoryMB"
 type MemcachedConfig struct {
 	// MaxMemoryMB is the item memory in megabytes (memcached -m).
 	// +kubebuilder:default=64
@@ -557,7 +563,10 @@ type TLSSpec struct {
 type AuthSpec struct {
 	// SecretName is a Secret in the Memcached's namespace whose key
 	// auth-file holds memcached's authentication file: one user:password
-	// per line.
+	// per line, each ended by a newline (kubectl create secret generic
+	// NAME --from-file=auth-file=FILE; --from-literal writes no newline,
+	// and the operator refuses such a one-line file, whose password
+	// memcached would read one character short).
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="spec.security.auth.secretName must be the name of a Secret: lowercase letters, digits, '-' and '.'"

@@ -1,3 +1,5 @@
+//go:build !unit
+
 package controller
 
 import (
@@ -246,6 +248,52 @@ func TestValidExtraArgsAreAccepted(t *testing.T) {
 				return
 			}
 			NewWithT(t).Expect(err).NotTo(HaveOccurred())
+		})
+	}
+}
+
+// With warm restart, memcached's memory file gives every slab class a page
+// before any item: the rule leaves room for the largest item beyond them, at
+// the bounds measured against memcached 1.6.18 (-m at least the classes - 1
+// plus the item's MiB; 63 classes below -f 1.25, 41 from it). The
+// real-memcached tier stores such an item in every accepted spec.
+func TestWarmRestartLeavesRoomForTheLargestItem(t *testing.T) {
+	ns := newNamespace(t)
+	for i, c := range []struct {
+		memoryMB int32
+		itemSize string
+		args     []string
+		need     int // 0: accepted
+	}{
+		{64, "4Mi", []string{"-f", "1.08", "-n", "48"}, 66},
+		{65, "4Mi", []string{"--slab-growth-factor", "1.2"}, 66},
+		{66, "4Mi", []string{"-f", "1.08"}, 0},
+		{64, "4Mi", nil, 0},
+		{64, "4Mi", []string{"-f", "1.25"}, 0},
+		{64, "", []string{"-f", "1.08"}, 0},
+		{64, "1536Ki", []string{"-f", "1.08"}, 0},
+		{64, "26Mi", nil, 66},
+		{66, "26Mi", []string{"-f", "2"}, 0},
+	} {
+		t.Run(fmt.Sprintf("-m %d -I %s %s", c.memoryMB, c.itemSize, strings.Join(c.args, " ")), func(t *testing.T) {
+			g := NewWithT(t)
+			mc := newMemcached(ns, fmt.Sprintf("warm-%d", i), 1, func(m *cachev1alpha1.Memcached) {
+				m.Spec.Identity = cachev1alpha1.IdentityStable
+				m.Spec.Memcached = &cachev1alpha1.MemcachedConfig{MaxMemoryMB: ptr.To(c.memoryMB), ExtraArgs: c.args, WarmRestart: &cachev1alpha1.WarmRestartSpec{Enabled: true}}
+				if c.itemSize != "" {
+					m.Spec.Memcached.MaxItemSize = ptr.To(resource.MustParse(c.itemSize))
+				}
+			})
+			err := k8sClient.Create(testCtx, mc, client.DryRunAll)
+			if c.need == 0 {
+				g.Expect(err).NotTo(HaveOccurred())
+				return
+			}
+			g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want Invalid, got %v", err)
+			g.Expect(err.Error()).To(ContainSubstring("spec.memcached.maxMemoryMB: Invalid value: spec.memcached.warmRestart needs maxMemoryMB of at least 62 + maxItemSize"))
+			// The bound itself is accepted: the rule is the measured bound, not a margin.
+			mc.Spec.Memcached.MaxMemoryMB = ptr.To(int32(c.need))
+			g.Expect(k8sClient.Create(testCtx, mc, client.DryRunAll)).To(Succeed())
 		})
 	}
 }

@@ -135,29 +135,42 @@ func checkCA(s *corev1.Secret, mode cachev1alpha1.ClientCertificateMode) *Proble
 	return nil
 }
 
-// Auth checks a password Secret: memcached reads user:password lines and
-// refuses to start on a file it cannot parse.
+// MaxAuthLine is the longest user:password line memcached accepts: a
+// client authenticates with "user password", and memcached 1.6.18 refuses
+// a token over 255 bytes.
+const MaxAuthLine = 255
+
+// Auth checks a password Secret as memcached 1.6 reads it (measured by
+// test/memcached against the real server): user:password lines. memcached
+// refuses to start on an empty line or a Windows line end, and it drops the
+// last character of a one-line file without a newline, so that user's
+// password would silently be one character short.
 func Auth(s *corev1.Secret) *Problem {
 	file, ok := s.Data[cachev1alpha1.AuthFileKey]
 	if !ok || len(file) == 0 {
 		return invalid(s, "key %s is missing or empty: it holds memcached's password file, one user:password per line (kubectl create secret generic %s --from-file=%s=FILE)", cachev1alpha1.AuthFileKey, s.Name, cachev1alpha1.AuthFileKey)
 	}
-	users := 0
-	for i, line := range strings.Split(strings.TrimRight(string(file), "\n"), "\n") {
-		line = strings.TrimSuffix(line, "\r")
+	lines := strings.Split(strings.TrimSuffix(string(file), "\n"), "\n")
+	if len(lines) == 1 && !strings.HasSuffix(string(file), "\n") {
+		return invalid(s, "%s is one line without a final newline: memcached would drop the last character of %s's password. End the file with a newline (printf 'user:password\\n' > FILE; kubectl create secret generic %s --from-file=%s=FILE); --from-literal leaves it out",
+			cachev1alpha1.AuthFileKey, strings.SplitN(lines[0], ":", 2)[0], s.Name, cachev1alpha1.AuthFileKey)
+	}
+	for i, line := range lines {
 		user, password, found := strings.Cut(line, ":")
 		switch {
+		case line == "":
+			return invalid(s, "%s line %d is empty: memcached refuses a password file with an empty line", cachev1alpha1.AuthFileKey, i+1)
+		case strings.HasSuffix(line, "\r"):
+			return invalid(s, "%s line %d ends with a carriage return (a Windows line end): memcached refuses the file; save it with Unix line ends", cachev1alpha1.AuthFileKey, i+1)
 		case !found || user == "" || password == "":
 			return invalid(s, "%s line %d is not user:password", cachev1alpha1.AuthFileKey, i+1)
-		case strings.ContainsAny(user, " \t") || strings.ContainsAny(password, " \t"):
+		case strings.ContainsAny(user, " \t\r") || strings.ContainsAny(password, " \t\r"):
 			// A client authenticates with "user password": a blank in
 			// either would split differently.
 			return invalid(s, "%s line %d: user and password must not contain blanks", cachev1alpha1.AuthFileKey, i+1)
+		case len(line) > MaxAuthLine:
+			return invalid(s, "%s line %d is %d bytes: memcached accepts user:password lines of at most %d bytes", cachev1alpha1.AuthFileKey, i+1, len(line), MaxAuthLine)
 		}
-		users++
-	}
-	if users == 0 {
-		return invalid(s, "%s has no user:password line", cachev1alpha1.AuthFileKey)
 	}
 	return nil
 }

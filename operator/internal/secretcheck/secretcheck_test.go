@@ -146,6 +146,14 @@ func TestAuth(t *testing.T) {
 		{file: "alice\n", says: "line 1 is not user:password"},
 		{file: "alice:\n", says: "line 1 is not user:password"},
 		{file: "alice:ok\nbob:with blank\n", says: "line 2: user and password must not contain blanks"},
+		{file: "alice:secret", says: "is one line without a final newline: memcached would drop the last character of alice's password"},
+		{file: "alice:old\nbob:new"},
+		{file: "alice:secret\r\n", says: "line 1 ends with a carriage return"},
+		{file: "alice:secret\n\n", says: "line 2 is empty"},
+		{file: "\nalice:secret\n", says: "line 1 is empty"},
+		{file: "alice:sec:ret\n"},
+		{file: "alice:" + strings.Repeat("p", MaxAuthLine-len("alice:")) + "\n"},
+		{file: "alice:" + strings.Repeat("p", MaxAuthLine-len("alice:")+1) + "\n", says: "line 1 is 256 bytes"},
 	} {
 		p := Auth(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "auth"}, Data: map[string][]byte{"auth-file": []byte(tc.file)}})
 		switch {

@@ -305,6 +305,10 @@ func (s *Server) credentials() *Credentials {
 	return &Credentials{User: s.access.User, Password: s.access.Password}
 }
 
+// ErrCredentialsRefused is memcached's answer to a user and password its
+// -Y file does not hold: memcached is up, the credentials are not in force.
+var ErrCredentialsRefused = errors.New("credentials refused")
+
 // Credentials are a user and password of memcached's password file.
 type Credentials struct{ User, Password string }
 
@@ -342,7 +346,7 @@ func DialClient(ctx context.Context, addr string, tlsConfig *tls.Config, credent
 	}
 	if got := strings.TrimSpace(string(line)); got != "STORED" {
 		_ = conn.Close()
-		return nil, fmt.Errorf("authenticate as %s: memcached answers %q", credentials.User, got)
+		return nil, fmt.Errorf("authenticate as %s: memcached answers %q: %w", credentials.User, got, ErrCredentialsRefused)
 	}
 	return conn, nil
 }
@@ -350,6 +354,11 @@ func DialClient(ctx context.Context, addr string, tlsConfig *tls.Config, credent
 // version asks memcached for its version, the cheapest full round trip.
 func (s *Server) version(ctx context.Context) error {
 	conn, err := s.DialPlain(ctx)
+	if errors.Is(err, ErrCredentialsRefused) {
+		// memcached answered: it is up. That the password is not in force
+		// is the caller's finding (TryStart's next step reports it).
+		return nil
+	}
 	if err != nil {
 		return err
 	}
