@@ -12,6 +12,12 @@ after a reconnect.
         --tls-dir /etc/cache-client --auth-file /etc/cache-auth/auth-file set greeting hello
     python3 cache_client.py ... get greeting
 
+With a Stable cache, pass each server of status.serverList (pod names,
+each verified as itself). With an Ephemeral one the list holds pod
+addresses, which no certificate names: add --server-name with the
+Service's name, the name each of them is verified as
+(docs/security.md#host-names).
+
 test/memcached runs it against memcached started with the operator's
 arguments (docs/security.md).
 """
@@ -45,12 +51,28 @@ def authenticating(user, password):
     return AuthenticatingClient
 
 
-def connect(servers, tls_dir=None, auth_file=None):
+class VerifiedAs:
+    """An ssl context that verifies one host name for every server.
+
+    pymemcache verifies the host it dials; an Ephemeral cache's clients
+    dial pod addresses and verify the Service's name instead.
+    """
+
+    def __init__(self, context, server_name):
+        self.context, self.server_name = context, server_name
+
+    def wrap_socket(self, sock, server_hostname=None, **kwargs):
+        return self.context.wrap_socket(sock, server_hostname=self.server_name, **kwargs)
+
+
+def connect(servers, tls_dir=None, auth_file=None, server_name=None):
     """A HashClient over servers (host:port), as the flags say."""
     tls_context = None
     if tls_dir:
         tls_context = ssl.create_default_context(cafile=f"{tls_dir}/ca.crt")
         tls_context.load_cert_chain(f"{tls_dir}/tls.crt", f"{tls_dir}/tls.key")
+        if server_name:
+            tls_context = VerifiedAs(tls_context, server_name)
     cls = HashClient
     if auth_file:
         with open(auth_file, encoding="utf-8") as f:
@@ -66,11 +88,12 @@ def main():
     p.add_argument("--server", action="append", required=True, help="host:port; repeat for each server (status.serverList)")
     p.add_argument("--tls-dir", help="a mounted client certificate Secret: tls.crt, tls.key, ca.crt")
     p.add_argument("--auth-file", help="a user:password line")
+    p.add_argument("--server-name", help="verify this name for every server (an Ephemeral cache's Service name) instead of each server's host")
     p.add_argument("command", choices=["set", "get"])
     p.add_argument("key")
     p.add_argument("value", nargs="?")
     args = p.parse_args()
-    client = connect(args.server, args.tls_dir, args.auth_file)
+    client = connect(args.server, args.tls_dir, args.auth_file, args.server_name)
     if args.command == "set":
         if not client.set(args.key, args.value or "", noreply=False):
             sys.exit(f"set {args.key}: not stored")

@@ -15,15 +15,20 @@ import (
 	"testing"
 	"time"
 
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	sigsyaml "sigs.k8s.io/yaml"
 
 	buildcluster "github.com/example/memcached-operator/hack/cluster"
+	cachev1alpha1 "github.com/example/memcached-operator/operator/api/v1alpha1"
 	"github.com/example/memcached-operator/test/internal/certmanager"
 	"github.com/example/memcached-operator/test/internal/cluster"
 	"github.com/example/memcached-operator/test/internal/memcached"
@@ -234,7 +239,124 @@ func securedCacheOnRealNodes(t *testing.T, k *cluster.Local, c client.Client, im
 		}
 	}
 
+	hostNamesVerified(t, k, c, images, withCert, func(addr string, cfg *tls.Config, creds *memcached.Credentials, cmd string) (string, error) {
+		answer, _, err := exchange(addr, cfg, creds, cmd)
+		return answer, err
+	}, rotatedCredentials)
+
 	cluster.Run(t, k.Kubeconfig, nil, bins["kubectl"], "delete", "-n", names.CacheNamespace, "memcached/app-cache", "--wait", "--timeout=60s")
+}
+
+// hostNamesVerified: a client that verifies host names, as TLS clients do
+// by default, reads and writes through status.serverList with either
+// identity (docs/security.md#host-names). prod's Ephemeral app-cache lists
+// pod addresses, which its clients verify as the Service's name; a client
+// that verifies the address itself is refused, which is why. A Stable
+// cache lists pod names, each resolved through the cluster's DNS and
+// verified as itself, under its certificate's *.NAME.cache.svc. Both
+// report CertificateNamesMissing False.
+func hostNamesVerified(t *testing.T, k *cluster.Local, c client.Client, images buildcluster.Images, withCert *tls.Config,
+	exchange func(addr string, cfg *tls.Config, creds *memcached.Credentials, cmd string) (string, error), creds *memcached.Credentials) {
+	t.Helper()
+	ctx := context.Background()
+	bins, err := repo.Bin("kubectl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// serverList is a Memcached's status.serverList, once its certificate
+	// names every server in it.
+	serverList := func(name string) []string {
+		t.Helper()
+		mc, err := cluster.Memcached(c, names.CacheNamespace, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cluster.MemcachedCondition(mc, cachev1alpha1.ConditionCertificateNamesMissing, string(metav1.ConditionFalse), ""); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+		servers, _, _ := unstructured.NestedStringSlice(mc.Object, "status", "serverList")
+		return servers
+	}
+
+	ephemeral := serverList("app-cache")
+	if len(ephemeral) != 3 {
+		t.Fatalf("app-cache's status.serverList is %v, want 3 servers", ephemeral)
+	}
+	for i, server := range ephemeral {
+		asService := withCert.Clone()
+		asService.ServerName = "app-cache.cache.svc"
+		if got, err := exchange(server, asService, creds, fmt.Sprintf("set listed-%d 0 0 2\r\nok\r\n", i)); err != nil || got != "STORED" {
+			t.Errorf("%s of app-cache's status.serverList, verified as app-cache.cache.svc: %q, %v", server, got, err)
+		}
+		address, _, _ := net.SplitHostPort(server)
+		asAddress := withCert.Clone()
+		asAddress.ServerName = address
+		var hostErr x509.HostnameError
+		if _, err := exchange(server, asAddress, creds, "version\r\n"); !errors.As(err, &hostErr) {
+			t.Errorf("%s verified as its own address: %v, want the host name refused (no certificate issued ahead of a pod names its address)", server, err)
+		}
+	}
+
+	// A Stable cache with its own server certificate from prod's CA.
+	const name = "named-cache"
+	service := name + "." + names.CacheNamespace + ".svc"
+	crt := &cmapi.Certificate{
+		TypeMeta:   metav1.TypeMeta{APIVersion: cmapi.SchemeGroupVersion.String(), Kind: cmapi.CertificateKind},
+		ObjectMeta: metav1.ObjectMeta{Namespace: names.CacheNamespace, Name: name + "-tls"},
+		Spec: cmapi.CertificateSpec{
+			SecretName: name + "-tls",
+			DNSNames:   []string{service, "*." + service},
+			Usages:     []cmapi.KeyUsage{cmapi.UsageServerAuth, cmapi.UsageDigitalSignature},
+			PrivateKey: &cmapi.CertificatePrivateKey{Algorithm: cmapi.ECDSAKeyAlgorithm, Size: 256},
+			IssuerRef:  cmmeta.IssuerReference{Kind: cmapi.IssuerKind, Name: "cache-ca"},
+		},
+	}
+	stable := &cachev1alpha1.Memcached{
+		TypeMeta:   metav1.TypeMeta{APIVersion: cachev1alpha1.GroupVersion.String(), Kind: "Memcached"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: names.CacheNamespace, Name: name},
+		Spec: cachev1alpha1.MemcachedSpec{
+			Size: ptr.To[int32](3), Image: images.Memcached, Identity: cachev1alpha1.IdentityStable,
+			Security: &cachev1alpha1.SecuritySpec{TLS: &cachev1alpha1.TLSSpec{SecretName: name + "-tls", ClientCertificates: cachev1alpha1.ClientCertificatesRequire}},
+		},
+	}
+	var manifests []string
+	for _, obj := range []any{crt, stable} {
+		doc, err := sigsyaml.Marshal(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		manifests = append(manifests, string(doc))
+	}
+	cluster.Run(t, k.Kubeconfig, []byte(strings.Join(manifests, "---\n")), bins["kubectl"], "apply", "--server-side", "-f", "-")
+	cluster.WaitMemcachedReady(t, c, names.CacheNamespace, name, 3)
+	listed := serverList(name)
+	if len(listed) != 3 {
+		t.Fatalf("%s's status.serverList is %v, want 3 servers", name, listed)
+	}
+	resolver := clusterResolver(t, c)
+	for i, server := range listed {
+		host, port, _ := net.SplitHostPort(server)
+		if !strings.HasSuffix(host, "."+service) {
+			t.Fatalf("%s's status.serverList holds %s, want pod names under %s", name, server, service)
+		}
+		var addrs []string
+		cluster.Eventually(t, time.Minute, host+" to resolve in the cluster's DNS", func() error {
+			addrs, err = resolver.LookupHost(ctx, host+"."+buildcluster.ClusterDomain)
+			return err
+		})
+		asListed := withCert.Clone()
+		asListed.ServerName = host
+		addr := net.JoinHostPort(addrs[0], port)
+		if got, err := exchange(addr, asListed, nil, fmt.Sprintf("set listed-%d 0 0 2\r\nok\r\n", i)); err != nil || got != "STORED" {
+			t.Errorf("%s of %s's status.serverList (%s), verified as itself: %q, %v", server, name, addr, got, err)
+		}
+		if got, err := exchange(addr, asListed, nil, fmt.Sprintf("get listed-%d\r\n", i)); err != nil || got != fmt.Sprintf("VALUE listed-%d 0 2", i) {
+			t.Errorf("get back from %s: %q, %v", server, got, err)
+		}
+	}
+	t.Logf("host names: app-cache's %d addresses verified as its Service's name (as themselves: refused), %s's %d pod names verified as themselves",
+		len(ephemeral), name, len(listed))
+	cluster.Run(t, k.Kubeconfig, nil, bins["kubectl"], "delete", "-n", names.CacheNamespace, "memcached/"+name, "certificate/"+name+"-tls", "secret/"+name+"-tls", "--wait", "--timeout=60s")
 }
 
 // serviceEndpoints returns the ready endpoints of a Service's named port,

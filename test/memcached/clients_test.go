@@ -94,6 +94,14 @@ func TestClientExamples(t *testing.T) {
 	if out, err := pythonClient(authFile, "get", "from-go"); err != nil || out != "world" {
 		t.Errorf("docs/examples/cache_client.py get of Go's key: %q, %v", out, err)
 	}
+	// --server-name: the one name every server is verified as (an
+	// Ephemeral cache's Service, for the pod addresses it lists).
+	if out, err := pythonClient(authFile, "--server-name", "localhost", "get", "from-go"); err != nil || out != "world" {
+		t.Errorf("docs/examples/cache_client.py --server-name localhost, a name the certificate holds: %q, %v", out, err)
+	}
+	if out, err := pythonClient(authFile, "--server-name", "other.cache.svc", "get", "from-go"); err == nil || !strings.Contains(out, "other.cache.svc") {
+		t.Errorf("docs/examples/cache_client.py --server-name other.cache.svc, a name the certificate lacks: %q, %v; want the host name refused", out, err)
+	}
 	if out, err := pythonClient(wrongAuthFile, "get", "from-go"); err == nil || !strings.Contains(out, "refused") {
 		t.Errorf("the Python client with a wrong password: %q, %v; want an error saying memcached refused it", out, err)
 	}

@@ -30,6 +30,14 @@ const (
 	// week) left: its renewal has failed for a while. It does not change
 	// Ready; an expired certificate does (Stalled, CertificateExpired).
 	ConditionCertificateExpiring = "CertificateExpiring"
+	// ConditionCertificateNamesMissing is True when the certificate of
+	// spec.security.tls does not name every server clients are given: the
+	// Service's name of status.endpoint and, with identity Stable, each
+	// pod's name of status.serverList. A client that verifies host names
+	// refuses those servers. It does not change Ready: memcached serves,
+	// and clients that verify another name (the Service's, for Ephemeral
+	// pods' addresses) are not affected.
+	ConditionCertificateNamesMissing = "CertificateNamesMissing"
 )
 
 // Condition reasons. Each is CamelCase, as metav1.Condition requires.
@@ -83,6 +91,8 @@ const (
 	ReasonPodsFailing = "PodsFailing"
 	// ReasonCertificateExpiring: see ConditionCertificateExpiring.
 	ReasonCertificateExpiring = "CertificateExpiring"
+	// ReasonCertificateNamesMissing: see ConditionCertificateNamesMissing.
+	ReasonCertificateNamesMissing = "CertificateNamesMissing"
 	// ReasonReloaderImageUnknown: spec.security needs the reloader sidecar
 	// and the operator was started without knowing its own image.
 	ReasonReloaderImageUnknown = "ReloaderImageUnknown"

@@ -3,6 +3,8 @@ package controller
 import (
 	"context"
 	"fmt"
+	"net"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -115,11 +117,13 @@ func (rep securityReport) recheckAfter(now time.Time) time.Duration {
 	return rep.cert.NotAfter.Sub(now) + time.Second
 }
 
-// summarizeSecurity writes status.tls and the CertificateExpiring condition.
+// summarizeSecurity writes status.tls and the CertificateExpiring and
+// CertificateNamesMissing conditions.
 func summarizeSecurity(mc *cachev1alpha1.Memcached, rep securityReport, now time.Time) {
 	if mc.Spec.Security == nil || mc.Spec.Security.TLS == nil {
 		mc.Status.TLS = nil
 		meta.RemoveStatusCondition(&mc.Status.Conditions, cachev1alpha1.ConditionCertificateExpiring)
+		meta.RemoveStatusCondition(&mc.Status.Conditions, cachev1alpha1.ConditionCertificateNamesMissing)
 		return
 	}
 	if rep.cert == nil {
@@ -138,4 +142,62 @@ func summarizeSecurity(mc *cachev1alpha1.Memcached, rep securityReport, now time
 			rep.cert.Status.SecretName, rep.cert.Status.SerialNumber, rep.cert.NotAfter.UTC().Format(time.RFC3339), left.Round(time.Minute))
 	}
 	meta.SetStatusCondition(&mc.Status.Conditions, cond)
+	meta.SetStatusCondition(&mc.Status.Conditions, certificateNames(mc, rep.cert))
+}
+
+// verifiedNames are the host names clients verify the certificate
+// against: the Service's (status.endpoint) and, with identity Stable, each
+// pod's of status.serverList, for every ordinal of spec.size, so a scale-up
+// is named before its pods are ready. Ephemeral pods are listed by address,
+// which no certificate issued ahead of them can hold: their clients verify
+// the Service's name (docs/security.md).
+func verifiedNames(mc *cachev1alpha1.Memcached) []string {
+	host := func(hostPort string) string { h, _, _ := net.SplitHostPort(hostPort); return h }
+	names := []string{host(mc.Endpoint())}
+	if mc.GetIdentity() == cachev1alpha1.IdentityStable {
+		for i := range mc.GetSize() {
+			names = append(names, host(resources.StableServer(mc, fmt.Sprintf("%s-%d", mc.Name, i))))
+		}
+	}
+	return names
+}
+
+// certificateNames is the CertificateNamesMissing condition: which of the
+// verified names the certificate lacks, and what to add.
+func certificateNames(mc *cachev1alpha1.Memcached, cert *secretcheck.Certificate) metav1.Condition {
+	cond := metav1.Condition{
+		Type: cachev1alpha1.ConditionCertificateNamesMissing, Status: metav1.ConditionFalse,
+		Reason: cachev1alpha1.ReasonAsExpected, ObservedGeneration: mc.Generation,
+		Message: "The certificate names the Service",
+	}
+	if mc.GetIdentity() == cachev1alpha1.IdentityStable {
+		cond.Message += " and every pod of status.serverList"
+	}
+	cond.Message += "."
+	missing := cert.Unnamed(verifiedNames(mc)...)
+	if len(missing) == 0 {
+		return cond
+	}
+	// The fix: the exact name for the Service, a wildcard of the Service's
+	// domain for the pods (one certificate for every size).
+	var add []string
+	service, _, _ := net.SplitHostPort(mc.Endpoint())
+	if missing[0] == service {
+		add = append(add, service)
+	}
+	if len(missing) > len(add) {
+		add = append(add, "*."+service)
+	}
+	shown := missing
+	if len(shown) > 3 {
+		shown = shown[:3]
+	}
+	list := strings.Join(shown, ", ")
+	if more := len(missing) - len(shown); more > 0 {
+		list += fmt.Sprintf(" and %d more", more)
+	}
+	cond.Status, cond.Reason = metav1.ConditionTrue, cachev1alpha1.ReasonCertificateNamesMissing
+	cond.Message = fmt.Sprintf("The certificate in Secret %s (serial %s) does not name %s: clients that verify host names refuse those servers. Add %s to its DNS names (cert-manager: the Certificate's spec.dnsNames); the pods load the new one without a restart.",
+		cert.Status.SecretName, cert.Status.SerialNumber, list, strings.Join(add, " and "))
+	return cond
 }

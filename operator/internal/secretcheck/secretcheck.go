@@ -52,6 +52,22 @@ type Certificate struct {
 	Status cachev1alpha1.TLSStatus
 	// NotBefore and NotAfter bound the certificate's validity.
 	NotBefore, NotAfter time.Time
+	// leaf is the parsed server certificate, for Unnamed.
+	leaf *x509.Certificate
+}
+
+// Unnamed is the hosts a client verifying host names would refuse with
+// this certificate, in the order given: the ones none of its DNS names or
+// IP addresses match, wildcards matched as TLS clients match them (one
+// label). A certificate whose leaf is unknown names nothing.
+func (c Certificate) Unnamed(hosts ...string) []string {
+	var out []string
+	for _, h := range hosts {
+		if c.leaf == nil || c.leaf.VerifyHostname(h) != nil {
+			out = append(out, h)
+		}
+	}
+	return out
 }
 
 // ExpiringWithin is how long before its end a certificate is reported as
@@ -89,6 +105,7 @@ func TLS(s *corev1.Secret, mode cachev1alpha1.ClientCertificateMode, now time.Ti
 		},
 		NotBefore: leaf.NotBefore,
 		NotAfter:  leaf.NotAfter,
+		leaf:      leaf,
 	}
 	if mode == cachev1alpha1.ClientCertificatesRequest || mode == cachev1alpha1.ClientCertificatesRequire {
 		if p := checkCA(s, mode); p != nil {

@@ -8,6 +8,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"math/big"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -35,8 +36,8 @@ func (k keyPair) keyPEM(t *testing.T) []byte {
 }
 
 // issue makes a certificate valid from notBefore to notAfter, signed by
-// parent (self-signed when nil).
-func issue(t *testing.T, serial int64, isCA bool, notBefore, notAfter time.Time, parent *keyPair) keyPair {
+// parent (self-signed when nil), for dnsNames (cache.ns.svc when none).
+func issue(t *testing.T, serial int64, isCA bool, notBefore, notAfter time.Time, parent *keyPair, dnsNames ...string) keyPair {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -47,6 +48,9 @@ func issue(t *testing.T, serial int64, isCA bool, notBefore, notAfter time.Time,
 		DNSNames: []string{"cache.ns.svc"}, NotBefore: notBefore, NotAfter: notAfter,
 		BasicConstraintsValid: true, IsCA: isCA,
 		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+	}
+	if len(dnsNames) > 0 {
+		tmpl.DNSNames = dnsNames
 	}
 	signer, signerKey := tmpl, key
 	if parent != nil {
@@ -119,6 +123,35 @@ func TestTLS(t *testing.T) {
 				t.Errorf("got %s: %s; want %s saying %q and naming the Secret", p.Reason, p.Message, tc.reason, tc.says)
 			}
 		})
+	}
+}
+
+// A client verifying host names accepts a server whose name the
+// certificate holds, a wildcard matching one label only.
+func TestUnnamed(t *testing.T) {
+	ca := issue(t, 1, true, now.Add(-time.Hour), now.Add(365*24*time.Hour), nil)
+	check := func(names ...string) Certificate {
+		t.Helper()
+		leaf := issue(t, 3, false, now.Add(-time.Hour), now.Add(90*24*time.Hour), &ca, names...)
+		cert, p := TLS(secret(map[string][]byte{"tls.crt": leaf.pem, "tls.key": leaf.keyPEM(t)}), cachev1alpha1.ClientCertificatesNone, now)
+		if p != nil {
+			t.Fatal(p)
+		}
+		return *cert
+	}
+	serviceOnly := check("cache.ns.svc")
+	if got := serviceOnly.Unnamed("cache.ns.svc", "cache-0.cache.ns.svc", "10.0.0.7"); !slices.Equal(got, []string{"cache-0.cache.ns.svc", "10.0.0.7"}) {
+		t.Errorf("a certificate for the Service alone leaves %v unnamed, want the pod's name and address", got)
+	}
+	withPods := check("cache.ns.svc", "*.cache.ns.svc")
+	if got := withPods.Unnamed("cache.ns.svc", "cache-0.cache.ns.svc", "cache-11.cache.ns.svc"); len(got) != 0 {
+		t.Errorf("a certificate with *.cache.ns.svc leaves %v unnamed", got)
+	}
+	if got := withPods.Unnamed("a.cache-0.cache.ns.svc", "other.ns.svc"); len(got) != 2 {
+		t.Errorf("*.cache.ns.svc matched %v: a wildcard names one label of that domain only", got)
+	}
+	if got := (Certificate{}).Unnamed("cache.ns.svc"); len(got) != 1 {
+		t.Errorf("a certificate without a leaf names %v", got)
 	}
 }
 
