@@ -5,8 +5,10 @@
 # pushed (dist/catalog, from the committed catalog/ so earlier releases
 # stay in the upgrade graph), validates it as `opm validate` does, then
 # builds and pushes the catalog image (opm serving /configs); both images
-# are signed with their provenance attested (COSIGN_KEY). Prints the
-# CatalogSource to create on a cluster with OLM.
+# are signed with their provenance attested (COSIGN_KEY). Prints what a
+# cluster with OLM applies (dist/olm-install.yaml, from hack/olm): the
+# CatalogSource of the catalog image by digest, the install namespace, its
+# OperatorGroup and the Subscription.
 #
 # Usage: VERSION=v0.1.0 REGISTRY=localhost:5000 scripts/olm.sh
 set -euo pipefail
@@ -35,14 +37,5 @@ echo "olm: building the catalog image $version (linux/amd64, linux/arm64) ..." >
 catalog_ref=$("$root/bin/image" push --layout "$dist/images/catalog" --ref "$registry/memcached-operator-catalog:$version")
 "$root/bin/image" sign --layout "$dist/images/catalog" --ref "$catalog_ref"
 echo "olm: published in $((SECONDS - start))s: ${bundle_ref} and ${catalog_ref}" >&2
-cat <<YAML
-apiVersion: operators.coreos.com/v1alpha1
-kind: CatalogSource
-metadata:
-  name: memcached-operator
-  namespace: olm
-spec:
-  sourceType: grpc
-  image: ${catalog_ref}
-  displayName: memcached-operator
-YAML
+(cd "$root" && CATALOG_IMAGE=$catalog_ref go run ./hack/cmd/generate olm-install >&2)
+cat "$dist/olm-install.yaml"
