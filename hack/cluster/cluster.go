@@ -231,6 +231,88 @@ func (c *Cluster) kwokctl(ctx context.Context, args ...string) error {
 	return nil
 }
 
+// createWatched runs `kwokctl create cluster` and, while kwokctl waits for
+// the control plane, fails at once when a component it started has exited,
+// with that component's last log lines: kwokctl would wait out its whole
+// --wait for a component that is gone (an apiserver whose port was taken
+// exits at start). Then it stops what did start. It says every 15 seconds
+// that it is still waiting.
+func (c *Cluster) createWatched(ctx context.Context, args []string) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var kwokctlErr error
+	done := make(chan struct{})
+	go func() { kwokctlErr = c.kwokctl(ctx, args...); close(done) }()
+	poll := time.NewTicker(time.Second)
+	defer poll.Stop()
+	started := time.Now()
+	lastSaid := started
+	for {
+		select {
+		case <-done:
+			return kwokctlErr
+		case <-poll.C:
+			if name, ok := c.exitedComponent(); ok {
+				cancel()
+				<-done // kwokctl killed: its error says only that
+				_ = c.kwokctl(context.Background(), "stop", "cluster", "--name", c.Name)
+				logPath := filepath.Join(c.Dir(), "logs", name+".log")
+				return fmt.Errorf("%s exited while the cluster started; its last lines (%s):\n%s\nfix the cause, then run 'make cluster-down' and try again",
+					name, logPath, lastLines(logPath, 8))
+			}
+			if time.Since(lastSaid) >= 15*time.Second {
+				lastSaid = time.Now()
+				c.say("waiting for the control plane to answer (%s so far)", time.Since(started).Round(time.Second))
+			}
+		}
+	}
+}
+
+// exitedComponent is a control-plane component whose pid file (kwokctl's
+// pids/NAME.pid) names a process that has exited: gone, or a zombie that
+// kwokctl, its parent, has not reaped yet.
+func (c *Cluster) exitedComponent() (string, bool) {
+	files, _ := filepath.Glob(filepath.Join(c.Dir(), "pids", "*.pid"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil {
+			continue
+		}
+		if !processRunning(pid) {
+			return strings.TrimSuffix(filepath.Base(f), ".pid"), true
+		}
+	}
+	return "", false
+}
+
+// processRunning reads the process's state from /proc/PID/stat: the field
+// after the command name's closing parenthesis; Z and X have exited.
+func processRunning(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i >= 0 && i+2 < len(b) && b[i+2] != 'Z' && b[i+2] != 'X'
+}
+
+// lastLines is the last n lines of a file, indented.
+func lastLines(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "  (" + err.Error() + ")"
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return "  " + strings.Join(lines, "\n  ")
+}
+
 var kwokLogLine = regexp.MustCompile(`"level":"([A-Z]+)".*"msg":"([^"]*)"(?:.*"err":"([^"]*)")?`)
 
 // logTail is the last lines of kwokctl's log, level, message and error.
@@ -318,7 +400,7 @@ func (c *Cluster) controlPlane(ctx context.Context) error {
 		// nothing it could do wrong to the real nodes' pods.
 		args = append(args, "--disable", "kwok-controller")
 	}
-	if err := c.kwokctl(ctx, append(args, c.KwokArgs...)...); err != nil {
+	if err := c.createWatched(ctx, append(args, c.KwokArgs...)); err != nil {
 		return err
 	}
 	// kwokctl exits 0 even when its wait for readiness timed out.

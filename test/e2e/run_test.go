@@ -179,6 +179,29 @@ func TestMakeRunErrors(t *testing.T) {
 		}
 	})
 
+	// kube-apiserver exits at start when its port is taken; kwokctl would
+	// wait out its --wait. The failure comes at once, with the component's
+	// own log line.
+	t.Run("apiserver port taken", func(t *testing.T) {
+		l, err := net.Listen("tcp", "0.0.0.0:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = l.Close() }()
+		port := fmt.Sprint(l.Addr().(*net.TCPAddr).Port)
+		work := t.TempDir()
+		env := []string{"CLUSTER_NAME=taken", "KWOK_WORKDIR=" + work, "CLUSTER_KUBECONFIG=" + filepath.Join(work, "kubeconfig"),
+			"KWOK_ARGS=--kube-apiserver-port=" + port}
+		out, code := clusterScript(t, env, "up")
+		t.Cleanup(func() { clusterScript(t, env, "down") })
+		if code == 0 {
+			t.Fatalf("bin/cluster up succeeded with the apiserver's port %s taken:\n%s", port, out)
+		}
+		if !strings.Contains(out, "kube-apiserver exited while the cluster started") || !strings.Contains(out, "address already in use") {
+			t.Errorf("the failure does not name kube-apiserver and its log line:\n%s", out)
+		}
+	})
+
 	t.Run("kwokctl fails", func(t *testing.T) {
 		work := t.TempDir()
 		env := []string{"CLUSTER_NAME=broken", "KWOK_WORKDIR=" + work, "CLUSTER_KUBECONFIG=" + filepath.Join(work, "kubeconfig"),
