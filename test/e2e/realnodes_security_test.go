@@ -102,7 +102,8 @@ func securedCacheOnRealNodes(t *testing.T, k *cluster.Local, c client.Client, im
 	roots.AppendCertsFromPEM(clientSecret.Data["ca.crt"])
 	withCert := &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: roots, ServerName: "app-cache.cache.svc", MinVersion: tls.VersionTLS12}
 	withoutCert := &tls.Config{RootCAs: roots, ServerName: "app-cache.cache.svc", MinVersion: tls.VersionTLS12}
-	credentials := &memcached.Credentials{User: platform.AuthUser, Password: platform.AuthPassword}
+	user, password := platform.Credentials(t, c)
+	credentials := &memcached.Credentials{User: user, Password: password}
 	// exchange sends one command and returns the answer's first line and
 	// the serial of the certificate the server presented.
 	exchange := func(addr string, cfg *tls.Config, creds *memcached.Credentials, cmd string) (answer, serial string, err error) {
@@ -143,7 +144,7 @@ func securedCacheOnRealNodes(t *testing.T, k *cluster.Local, c client.Client, im
 		if got, err := memcachedVersion(addr); err == nil {
 			t.Errorf("%s answered plaintext: %q", addr, got)
 		}
-		if got, _, err := exchange(addr, withCert, &memcached.Credentials{User: platform.AuthUser, Password: "wrong"}, "version\r\n"); err == nil && strings.HasPrefix(got, "VERSION") {
+		if got, _, err := exchange(addr, withCert, &memcached.Credentials{User: user, Password: "wrong"}, "version\r\n"); err == nil && strings.HasPrefix(got, "VERSION") {
 			t.Errorf("%s served a wrong password", addr)
 		}
 	}
@@ -199,7 +200,7 @@ func securedCacheOnRealNodes(t *testing.T, k *cluster.Local, c client.Client, im
 	if err := c.Get(ctx, types.NamespacedName{Namespace: names.CacheNamespace, Name: platform.AuthSecret}, auth); err != nil {
 		t.Fatal(err)
 	}
-	rotatedCredentials := &memcached.Credentials{User: platform.AuthUser, Password: "rotated-password"}
+	rotatedCredentials := &memcached.Credentials{User: user, Password: "rotated-password"}
 	auth.Data["auth-file"] = []byte(rotatedCredentials.User + ":" + rotatedCredentials.Password + "\n")
 	if err := c.Update(ctx, auth); err != nil {
 		t.Fatal(err)

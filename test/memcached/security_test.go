@@ -15,7 +15,6 @@ import (
 	"math/big"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -30,6 +29,7 @@ import (
 
 	cachev1alpha1 "github.com/example/memcached-operator/operator/api/v1alpha1"
 	"github.com/example/memcached-operator/test/internal/cluster"
+	"github.com/example/memcached-operator/test/internal/guide"
 	"github.com/example/memcached-operator/test/internal/memcached"
 	"github.com/example/memcached-operator/test/internal/proc"
 	"github.com/example/memcached-operator/test/internal/repo"
@@ -651,16 +651,10 @@ func TestPasswordFilesAgainstRealMemcached(t *testing.T) {
 	// in a shell with bin/ on PATH: the operator accepts what they make,
 	// and memcached reads it as written.
 	t.Run("as docs/security.md makes it", func(t *testing.T) {
-		script := shellBlock(t, "docs/security.md", "create secret generic")
 		if err := cluster.RestrictedNamespace(ctx, h.c, "cache"); err != nil {
 			t.Fatal(err)
 		}
-		cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
-		cmd.Dir = t.TempDir()
-		cmd.Env = append(os.Environ(), "KUBECONFIG="+h.env.Kubeconfig, "PATH="+filepath.Join(repo.MustRoot(t), "bin")+":"+os.Getenv("PATH"))
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("docs/security.md's commands: %v\n%s", err, out)
-		}
+		guide.Run(t, h.env.Kubeconfig, "docs/security.md", "create secret generic sessions-auth")
 		secret := &corev1.Secret{}
 		if err := h.c.Get(ctx, client.ObjectKey{Namespace: "cache", Name: "sessions-auth"}, secret); err != nil {
 			t.Fatal(err)
@@ -681,24 +675,6 @@ func TestPasswordFilesAgainstRealMemcached(t *testing.T) {
 			t.Errorf("accepted, but memcached %s", misread)
 		}
 	})
-}
-
-// shellBlock returns the first ```sh block of a document that contains
-// marker: the commands a guide tells users to run.
-func shellBlock(t *testing.T, doc, marker string) string {
-	t.Helper()
-	text, err := os.ReadFile(filepath.Join(repo.MustRoot(t), doc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, block := range strings.Split(string(text), "```sh\n")[1:] {
-		block, _, _ = strings.Cut(block, "```")
-		if strings.Contains(block, marker) {
-			return block
-		}
-	}
-	t.Fatalf("%s has no ```sh block with %q", doc, marker)
-	return ""
 }
 
 // readByMemcached runs memcached with args on a password file and says how
