@@ -8,7 +8,11 @@
 # cluster of $KUBECONFIG / the current context.
 #
 # Environment: CLUSTER (local|current), REAL_NODES (3; 0 for fake nodes),
-# METRICS_ADDR (:8443), PROBE_ADDR (:8081), and bin/cluster's variables.
+# METRICS_ADDR (:8443), PROBE_ADDR (:8081), MEMCACHED_IMAGE and
+# EXPORTER_IMAGE (the manager's default images instead of the production
+# ones: for CLUSTER=current on a cluster that cannot pull those, such as an
+# air-gapped one or a local one, whose images `bin/cluster images` prints
+# in this form), and bin/cluster's variables.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -60,6 +64,9 @@ case ${CLUSTER:-local} in
     ;;
   *) die "CLUSTER=${CLUSTER}: want 'local' (the default) or 'current'" ;;
 esac
+# Given images win over the local nodes' (the manager takes a flag's last value).
+[[ -z ${MEMCACHED_IMAGE:-} ]] || manager_images+=(--memcached-image="$MEMCACHED_IMAGE")
+[[ -z ${EXPORTER_IMAGE:-} ]] || manager_images+=(--exporter-image="$EXPORTER_IMAGE")
 
 step "installing the namespace, CRD and RBAC (make install)"
 out=$(make --no-print-directory -s -C "$root" install 2>&1) || { echo "$out" >&2; die "make install failed (output above)"; }

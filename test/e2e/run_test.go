@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -121,8 +122,21 @@ func TestMakeRun(t *testing.T) {
 		t.Errorf("second make run after Ctrl-C: %v", err)
 	}
 
-	// CLUSTER=current uses whatever $KUBECONFIG points at.
-	current := startMakeRun(t, append(env, "KUBECONFIG="+filepath.Join(work, "kubeconfig")), "CLUSTER=current")
+	// CLUSTER=current uses whatever $KUBECONFIG points at; its nodes
+	// cannot pull the production images, so the run is given the images
+	// they hold, in the form `bin/cluster images` prints them (else the
+	// manager would roll the cache to images no node can pull).
+	images, code := clusterScript(t, env, "images")
+	if code != 0 {
+		t.Fatalf("bin/cluster images: %s", images)
+	}
+	currentEnv := append(slices.Clone(env), "KUBECONFIG="+filepath.Join(work, "kubeconfig"))
+	for _, line := range strings.Fields(images) {
+		if strings.HasPrefix(line, "MEMCACHED_IMAGE=") || strings.HasPrefix(line, "EXPORTER_IMAGE=") {
+			currentEnv = append(currentEnv, line)
+		}
+	}
+	current := startMakeRun(t, currentEnv, "CLUSTER=current")
 	current.waitFor(t, "using the current cluster", 60*time.Second)
 	current.waitFor(t, "memcached-sample is 3/3 Ready", 60*time.Second)
 	if err := current.interrupt(t); err != nil {
