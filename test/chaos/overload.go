@@ -98,7 +98,8 @@ func Overload(sc Scale, progress func(string, ...any)) (r OverloadResult, err er
 	}
 	env.progress("overload: %d Memcacheds created by %d clients in %v", r.CRs, r.Clients, time.Since(start).Round(time.Millisecond))
 	if err := conv.Wait(sc.Timeout); err != nil {
-		return r, fmt.Errorf("%w\n%s", err, env.describe(ns, conv.Pending(2)))
+		// What the manager did meanwhile: its exits and its last lines.
+		return r, fmt.Errorf("%w\n%s\nmanager exits: %q\nmanager log:\n%s", err, env.describe(ns, conv.Pending(2)), m.Exits(), m.current().Tail(40))
 	}
 	r.Converged = time.Since(start)
 	r.Throttled = m.Throttled(start, time.Now())

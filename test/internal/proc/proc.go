@@ -208,6 +208,9 @@ func (p *Process) PID() int { return p.cmd.Process.Pid }
 // Output is everything the process printed so far.
 func (p *Process) Output() string { return p.out.String() }
 
+// Tail is the last lines the process printed, for a failure's message.
+func (p *Process) Tail(lines int) string { return tail(p.Output(), lines) }
+
 func tail(s string, lines int) string {
 	all := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	if len(all) > lines {
