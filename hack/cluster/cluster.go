@@ -271,22 +271,54 @@ func (c *Cluster) createWatched(ctx context.Context, args []string) error {
 	}
 }
 
+// restartExited starts again, once, a controller manager or scheduler
+// that exited while the cluster started: on a loaded machine they give up
+// when the apiserver is slow to turn healthy, and kwokctl then leaves the
+// cluster without them (no Deployment would ever roll out). `kwokctl
+// start cluster` starts only what is not running. One that exits again
+// fails with its log lines.
+func (c *Cluster) restartExited(ctx context.Context) error {
+	exited := c.exitedOf("kube-controller-manager", "kube-scheduler")
+	if len(exited) == 0 {
+		return nil
+	}
+	for _, name := range exited {
+		logPath := filepath.Join(c.Dir(), "logs", name+".log")
+		c.say("%s exited while the cluster started (%s); starting it again", name, strings.TrimSpace(lastLines(logPath, 1)))
+	}
+	if err := c.kwokctl(ctx, "start", "cluster", "--name", c.Name, "--wait", "180s"); err != nil {
+		return err
+	}
+	if again := c.exitedOf(exited...); len(again) > 0 {
+		logPath := filepath.Join(c.Dir(), "logs", again[0]+".log")
+		return fmt.Errorf("%s exited again after a restart; its last lines (%s):\n%s\nfix the cause, then run 'make cluster-down' and try again",
+			again[0], logPath, lastLines(logPath, 8))
+	}
+	return nil
+}
+
+// exitedOf is the components among names whose pid file names a process
+// that has exited.
+func (c *Cluster) exitedOf(names ...string) []string {
+	var out []string
+	for _, name := range names {
+		b, err := os.ReadFile(filepath.Join(c.Dir(), "pids", name+".pid"))
+		if err != nil {
+			continue // not started
+		}
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && !processRunning(pid) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
 // exitedComponent is etcd or kube-apiserver when its pid file (kwokctl's
 // pids/NAME.pid) names a process that has exited: gone, or a zombie that
 // kwokctl, its parent, has not reaped yet.
 func (c *Cluster) exitedComponent() (string, bool) {
-	for _, name := range []string{"etcd", "kube-apiserver"} {
-		b, err := os.ReadFile(filepath.Join(c.Dir(), "pids", name+".pid"))
-		if err != nil {
-			continue // not started yet
-		}
-		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-		if err != nil {
-			continue
-		}
-		if !processRunning(pid) {
-			return name, true
-		}
+	if exited := c.exitedOf("etcd", "kube-apiserver"); len(exited) > 0 {
+		return exited[0], true
 	}
 	return "", false
 }
@@ -408,6 +440,9 @@ func (c *Cluster) controlPlane(ctx context.Context) error {
 	// kwokctl exits 0 even when its wait for readiness timed out.
 	if !c.Reachable() {
 		return fmt.Errorf("kwokctl create cluster: the apiserver does not answer\n%s", c.logTail())
+	}
+	if err := c.restartExited(ctx); err != nil {
+		return err
 	}
 	c.say("created cluster %q", c.Name)
 	return nil

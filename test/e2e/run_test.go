@@ -216,6 +216,26 @@ func TestMakeRunErrors(t *testing.T) {
 		}
 	})
 
+	// A controller manager that exits at start is started again once, and
+	// one that exits again fails the cluster with its own log line,
+	// instead of a cluster where no Deployment rolls out.
+	t.Run("controller manager exits", func(t *testing.T) {
+		work := t.TempDir()
+		env := []string{"CLUSTER_NAME=no-kcm", "KWOK_WORKDIR=" + work, "CLUSTER_KUBECONFIG=" + filepath.Join(work, "kubeconfig"),
+			// --wait: kwokctl waits this long for the component before
+			// bin/cluster looks (its own 180 s otherwise).
+			"KWOK_ARGS=--extra-args=kube-controller-manager=no-such-flag=1 --wait=10s"}
+		out, code := clusterScript(t, env, "up")
+		t.Cleanup(func() { clusterScript(t, env, "down") })
+		if code == 0 {
+			t.Fatalf("bin/cluster up succeeded without a controller manager:\n%s", out)
+		}
+		if !strings.Contains(out, "kube-controller-manager exited while the cluster started") || !strings.Contains(out, "kube-controller-manager exited again after a restart") ||
+			!strings.Contains(out, "no-such-flag") {
+			t.Errorf("the failure does not say kube-controller-manager was restarted and why it exits:\n%s", out)
+		}
+	})
+
 	t.Run("kwokctl fails", func(t *testing.T) {
 		work := t.TempDir()
 		env := []string{"CLUSTER_NAME=broken", "KWOK_WORKDIR=" + work, "CLUSTER_KUBECONFIG=" + filepath.Join(work, "kubeconfig"),
