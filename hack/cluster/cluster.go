@@ -236,10 +236,10 @@ func (c *Cluster) kwokctl(ctx context.Context, args ...string) error {
 // with that component's last log lines: kwokctl would wait out its whole
 // --wait for a component that is gone (an apiserver whose port was taken
 // exits at start). Then it stops what did start. It says every 15 seconds
-// that it is still waiting. The controller manager, the scheduler and kwok
-// are not watched: on a loaded machine they exit when the apiserver is
-// slow to turn healthy, and kwokctl's wait is what they get (CI saw
-// kube-controller-manager give up after 25 s).
+// that it is still waiting. The controller manager and the scheduler are
+// not watched: on a loaded machine they exit when the apiserver is slow to
+// turn healthy (CI saw kube-controller-manager give up after 25 s), and
+// restartExited starts them again once kwokctl is done.
 func (c *Cluster) createWatched(ctx context.Context, args []string) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -255,13 +255,11 @@ func (c *Cluster) createWatched(ctx context.Context, args []string) error {
 		case <-done:
 			return kwokctlErr
 		case <-poll.C:
-			if name, ok := c.exitedComponent(); ok {
+			if exited := c.exitedOf("etcd", "kube-apiserver"); len(exited) > 0 {
 				cancel()
 				<-done // kwokctl killed: its error says only that
 				_ = c.kwokctl(context.Background(), "stop", "cluster", "--name", c.Name)
-				logPath := filepath.Join(c.Dir(), "logs", name+".log")
-				return fmt.Errorf("%s exited while the cluster started; its last lines (%s):\n%s\nfix the cause, then run 'make cluster-down' and try again",
-					name, logPath, lastLines(logPath, 8))
+				return c.exitError(exited[0], "exited while the cluster started")
 			}
 			if time.Since(lastSaid) >= 15*time.Second {
 				lastSaid = time.Now()
@@ -290,15 +288,22 @@ func (c *Cluster) restartExited(ctx context.Context) error {
 		return err
 	}
 	if again := c.exitedOf(exited...); len(again) > 0 {
-		logPath := filepath.Join(c.Dir(), "logs", again[0]+".log")
-		return fmt.Errorf("%s exited again after a restart; its last lines (%s):\n%s\nfix the cause, then run 'make cluster-down' and try again",
-			again[0], logPath, lastLines(logPath, 8))
+		return c.exitError(again[0], "exited again after a restart")
 	}
 	return nil
 }
 
-// exitedOf is the components among names whose pid file names a process
-// that has exited.
+// exitError is the failure of a component that exited: what happened,
+// its last log lines and the fix.
+func (c *Cluster) exitError(name, what string) error {
+	logPath := filepath.Join(c.Dir(), "logs", name+".log")
+	return fmt.Errorf("%s %s; its last lines (%s):\n%s\nfix the cause, then run 'make cluster-down' and try again",
+		name, what, logPath, lastLines(logPath, 8))
+}
+
+// exitedOf is the components among names whose pid file (kwokctl's
+// pids/NAME.pid) names a process that has exited: gone, or a zombie that
+// kwokctl, its parent, has not reaped yet.
 func (c *Cluster) exitedOf(names ...string) []string {
 	var out []string
 	for _, name := range names {
@@ -311,16 +316,6 @@ func (c *Cluster) exitedOf(names ...string) []string {
 		}
 	}
 	return out
-}
-
-// exitedComponent is etcd or kube-apiserver when its pid file (kwokctl's
-// pids/NAME.pid) names a process that has exited: gone, or a zombie that
-// kwokctl, its parent, has not reaped yet.
-func (c *Cluster) exitedComponent() (string, bool) {
-	if exited := c.exitedOf("etcd", "kube-apiserver"); len(exited) > 0 {
-		return exited[0], true
-	}
-	return "", false
 }
 
 // processRunning reads the process's state from /proc/PID/stat: the field
