@@ -203,14 +203,7 @@ func TestMakeRunErrors(t *testing.T) {
 		}
 		defer func() { _ = l.Close() }()
 		port := fmt.Sprint(l.Addr().(*net.TCPAddr).Port)
-		work := t.TempDir()
-		env := []string{"CLUSTER_NAME=taken", "KWOK_WORKDIR=" + work, "CLUSTER_KUBECONFIG=" + filepath.Join(work, "kubeconfig"),
-			"KWOK_ARGS=--kube-apiserver-port=" + port}
-		out, code := clusterScript(t, env, "up")
-		t.Cleanup(func() { clusterScript(t, env, "down") })
-		if code == 0 {
-			t.Fatalf("bin/cluster up succeeded with the apiserver's port %s taken:\n%s", port, out)
-		}
+		out, _ := failedClusterUp(t, "taken", "--kube-apiserver-port="+port)
 		if !strings.Contains(out, "kube-apiserver exited while the cluster started") || !strings.Contains(out, "address already in use") {
 			t.Errorf("the failure does not name kube-apiserver and its log line:\n%s", out)
 		}
@@ -220,16 +213,9 @@ func TestMakeRunErrors(t *testing.T) {
 	// one that exits again fails the cluster with its own log line,
 	// instead of a cluster where no Deployment rolls out.
 	t.Run("controller manager exits", func(t *testing.T) {
-		work := t.TempDir()
-		env := []string{"CLUSTER_NAME=no-kcm", "KWOK_WORKDIR=" + work, "CLUSTER_KUBECONFIG=" + filepath.Join(work, "kubeconfig"),
-			// --wait: kwokctl waits this long for the component before
-			// bin/cluster looks (its own 180 s otherwise).
-			"KWOK_ARGS=--extra-args=kube-controller-manager=no-such-flag=1 --wait=10s"}
-		out, code := clusterScript(t, env, "up")
-		t.Cleanup(func() { clusterScript(t, env, "down") })
-		if code == 0 {
-			t.Fatalf("bin/cluster up succeeded without a controller manager:\n%s", out)
-		}
+		// --wait: kwokctl waits this long for the component before
+		// bin/cluster looks (its own 180 s otherwise).
+		out, _ := failedClusterUp(t, "no-kcm", "--extra-args=kube-controller-manager=no-such-flag=1 --wait=10s")
 		if !strings.Contains(out, "kube-controller-manager exited while the cluster started") || !strings.Contains(out, "kube-controller-manager exited again after a restart") ||
 			!strings.Contains(out, "no-such-flag") {
 			t.Errorf("the failure does not say kube-controller-manager was restarted and why it exits:\n%s", out)
@@ -237,18 +223,25 @@ func TestMakeRunErrors(t *testing.T) {
 	})
 
 	t.Run("kwokctl fails", func(t *testing.T) {
-		work := t.TempDir()
-		env := []string{"CLUSTER_NAME=broken", "KWOK_WORKDIR=" + work, "CLUSTER_KUBECONFIG=" + filepath.Join(work, "kubeconfig"),
-			"KWOK_ARGS=--no-such-flag"}
-		out, code := clusterScript(t, env, "up")
-		t.Cleanup(func() { clusterScript(t, env, "down") })
-		if code == 0 {
-			t.Fatalf("bin/cluster up succeeded although kwokctl failed:\n%s", out)
-		}
+		out, work := failedClusterUp(t, "broken", "--no-such-flag")
 		if !strings.Contains(out, "kwokctl create cluster:") || !strings.Contains(out, filepath.Join(work, "kwokctl-broken.log")) {
 			t.Errorf("the failure does not point at kwokctl's log:\n%s", out)
 		}
 	})
+}
+
+// failedClusterUp runs bin/cluster up for a new cluster with more kwokctl
+// flags, expects it to fail, and returns its output and work directory.
+func failedClusterUp(t *testing.T, name, kwokArgs string) (out, work string) {
+	t.Helper()
+	work = t.TempDir()
+	env := []string{"CLUSTER_NAME=" + name, "KWOK_WORKDIR=" + work, "CLUSTER_KUBECONFIG=" + filepath.Join(work, "kubeconfig"), "KWOK_ARGS=" + kwokArgs}
+	out, code := clusterScript(t, env, "up")
+	t.Cleanup(func() { clusterScript(t, env, "down") })
+	if code == 0 {
+		t.Fatalf("bin/cluster up with KWOK_ARGS=%s succeeded:\n%s", kwokArgs, out)
+	}
+	return out, work
 }
 
 func clusterScript(t *testing.T, env []string, args ...string) (string, int) {
