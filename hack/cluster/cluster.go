@@ -269,28 +269,115 @@ func (c *Cluster) createWatched(ctx context.Context, args []string) error {
 	}
 }
 
-// restartExited starts again, once, a controller manager or scheduler
-// that exited while the cluster started: on a loaded machine they give up
-// when the apiserver is slow to turn healthy, and kwokctl then leaves the
-// cluster without them (no Deployment would ever roll out). `kwokctl
-// start cluster` starts only what is not running. One that exits again
-// fails with its log lines.
+// restartExited starts again a controller manager or scheduler that
+// exited while the cluster started: each waits about 20 s for the
+// apiserver's /healthz and gives up, and on a loaded machine the apiserver
+// can take longer (CI saw its rbac/bootstrap-roles hook still running),
+// after which kwokctl leaves the cluster without them and no Deployment
+// ever rolls out. So it waits for /healthz first, then `kwokctl start
+// cluster` (which starts only what is not running), then watches them
+// through their own wait; up to restartAttempts times, after which it
+// fails with their log lines.
 func (c *Cluster) restartExited(ctx context.Context) error {
-	exited := c.exitedOf("kube-controller-manager", "kube-scheduler")
-	if len(exited) == 0 {
-		return nil
+	for attempt := 1; ; attempt++ {
+		exited := c.exitedOf("kube-controller-manager", "kube-scheduler")
+		if len(exited) == 0 {
+			return nil
+		}
+		if attempt > restartAttempts {
+			return c.exitError(exited[0], fmt.Sprintf("exited again after %d restarts", restartAttempts))
+		}
+		for _, name := range exited {
+			logPath := filepath.Join(c.Dir(), "logs", name+".log")
+			c.say("%s exited while the cluster started (%s); starting it again once the apiserver is healthy (attempt %d of %d)",
+				name, strings.TrimSpace(lastLines(logPath, 1)), attempt, restartAttempts)
+		}
+		if err := c.waitHealthy(ctx, 5*time.Minute); err != nil {
+			return err
+		}
+		if err := c.kwokctl(ctx, "start", "cluster", "--name", c.Name, "--wait", "180s"); err != nil {
+			return err
+		}
+		if err := c.waitHealthy(ctx, 5*time.Minute); err != nil {
+			return err
+		}
+		if err := c.watchStarted(ctx, exited); err != nil {
+			return err
+		}
 	}
-	for _, name := range exited {
-		logPath := filepath.Join(c.Dir(), "logs", name+".log")
-		c.say("%s exited while the cluster started (%s); starting it again", name, strings.TrimSpace(lastLines(logPath, 1)))
+}
+
+// watchStarted outlasts the components' own wait for the apiserver, so
+// one that gives up again is seen here and not by a test much later; it
+// returns early when one has exited.
+func (c *Cluster) watchStarted(ctx context.Context, names []string) error {
+	poll := time.NewTicker(time.Second)
+	defer poll.Stop()
+	deadline := time.After(componentHealthWait)
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-deadline:
+			return nil
+		case <-poll.C:
+			if len(c.exitedOf(names...)) > 0 {
+				return nil
+			}
+		}
 	}
-	if err := c.kwokctl(ctx, "start", "cluster", "--name", c.Name, "--wait", "180s"); err != nil {
-		return err
+}
+
+const (
+	restartAttempts = 3
+	// componentHealthWait outlasts the controller manager's and the
+	// scheduler's wait for a healthy apiserver when they start (20 s).
+	componentHealthWait = 25 * time.Second
+)
+
+// waitHealthy waits for the apiserver's /healthz to answer ok, saying
+// every 15 s which checks still fail.
+func (c *Cluster) waitHealthy(ctx context.Context, timeout time.Duration) error {
+	started := time.Now()
+	lastSaid := started
+	for {
+		out, err := exec.CommandContext(ctx, c.bin("kubectl"), "--kubeconfig", c.Kubeconfig, "--request-timeout=5s",
+			"get", "--raw", "/healthz").CombinedOutput()
+		if err == nil && strings.TrimSpace(string(out)) == "ok" {
+			return nil
+		}
+		failing := failingHealthChecks(string(out))
+		if time.Since(started) > timeout {
+			return fmt.Errorf("the apiserver was not healthy within %s (failing: %s)\n%s", timeout, failing, c.logTail())
+		}
+		if time.Since(lastSaid) >= 15*time.Second {
+			lastSaid = time.Now()
+			c.say("waiting for the apiserver to turn healthy (failing: %s; %s so far)", failing, time.Since(started).Round(time.Second))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Second):
+		}
 	}
-	if again := c.exitedOf(exited...); len(again) > 0 {
-		return c.exitError(again[0], "exited again after a restart")
+}
+
+// healthCheckFailed matches a failing check in a /healthz answer, as
+// kubectl prints it (the body quoted, newlines escaped): "[-]NAME failed".
+var healthCheckFailed = regexp.MustCompile(`\[-\]([^ \\]+) failed`)
+
+// failingHealthChecks names the failing checks in kubectl's /healthz
+// output, or says the apiserver did not answer.
+func failingHealthChecks(out string) string {
+	var names []string
+	for _, m := range healthCheckFailed.FindAllStringSubmatch(out, -1) {
+		names = append(names, m[1])
 	}
-	return nil
+	if len(names) == 0 {
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		return "no answer: " + lines[len(lines)-1]
+	}
+	return strings.Join(names, ", ")
 }
 
 // exitError is the failure of a component that exited: what happened,

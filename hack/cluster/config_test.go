@@ -186,3 +186,15 @@ func TestCoreDNSObjects(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The failing checks are read from kubectl's error, as CI saw it while a
+// loaded apiserver was still bootstrapping its roles.
+func TestFailingHealthChecks(t *testing.T) {
+	out := `Error from server (InternalError): an error on the server ("[+]ping ok\n[+]etcd ok\n[-]poststarthook/rbac/bootstrap-roles failed: reason withheld\n[+]poststarthook/bootstrap-controller ok\n[-]poststarthook/start-service-ip-repair-controllers failed: reason withheld\nhealthz check failed") has prevented the request from succeeding`
+	if got, want := failingHealthChecks(out), "poststarthook/rbac/bootstrap-roles, poststarthook/start-service-ip-repair-controllers"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if got, want := failingHealthChecks("The connection to the server 127.0.0.1:32766 was refused\n"), "no answer: The connection to the server 127.0.0.1:32766 was refused"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}

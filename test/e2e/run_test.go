@@ -209,14 +209,14 @@ func TestMakeRunErrors(t *testing.T) {
 		}
 	})
 
-	// A controller manager that exits at start is started again once, and
-	// one that exits again fails the cluster with its own log line,
+	// A controller manager that exits at start is started again, and one
+	// that keeps exiting fails the cluster with its own log line,
 	// instead of a cluster where no Deployment rolls out.
 	t.Run("controller manager exits", func(t *testing.T) {
 		// --wait: kwokctl waits this long for the component before
 		// bin/cluster looks (its own 180 s otherwise).
 		out, _ := failedClusterUp(t, "no-kcm", "--extra-args=kube-controller-manager=no-such-flag=1 --wait=10s")
-		if !strings.Contains(out, "kube-controller-manager exited while the cluster started") || !strings.Contains(out, "kube-controller-manager exited again after a restart") ||
+		if !strings.Contains(out, "kube-controller-manager exited while the cluster started") || !strings.Contains(out, "kube-controller-manager exited again after 3 restarts") ||
 			!strings.Contains(out, "no-such-flag") {
 			t.Errorf("the failure does not say kube-controller-manager was restarted and why it exits:\n%s", out)
 		}
