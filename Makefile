@@ -21,7 +21,7 @@ export CGO_ENABLED := 0
 export GOFLAGS := -trimpath -gcflags=all=-dwarf=false
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
-GO_MODULES := operator krm-functions/set-image-replicas hack test
+GO_MODULES := operator krm-functions/set-image-replicas hack test docs/examples/go
 GO_PACKAGES := $(addprefix ./,$(addsuffix /...,$(GO_MODULES)))
 # The real-memcached tier runs on its own, verbosely, so its figures (specs
 # tried and accepted, the seed) show in the output.

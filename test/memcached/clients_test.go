@@ -19,9 +19,10 @@ import (
 // The client examples docs/security.md gives work against memcached
 // started with the operator's arguments for prod's shape (TLS with client
 // certificates required, auth): the Python one (docs/examples, with
-// Debian's python3-pymemcache) and the Go one (memcached-cli's -tls-dir
-// and -auth-file). Each stores a key the other reads, and a wrong password
-// is an error, not a miss.
+// Debian's python3-pymemcache), the Go one (docs/examples/go, with
+// gomemcache) and memcached-cli's -tls-dir and -auth-file. Each reads the
+// keys the others store, each verifies the server's name, and a wrong
+// password is an error, not a miss.
 func TestClientExamples(t *testing.T) {
 	python := "/usr/bin/python3"
 	if out, err := exec.Command(python, "-c", "import pymemcache").CombinedOutput(); err != nil {
@@ -81,6 +82,17 @@ func TestClientExamples(t *testing.T) {
 		out, err := exec.Command(cli, append([]string{"-server", server, "-tls-dir", tlsDir, "-auth-file", auth}, args...)...).CombinedOutput()
 		return strings.TrimSpace(string(out)), err
 	}
+	// The Go example is a module of its own, as a user copies it.
+	example := filepath.Join(dir, "cacheclient")
+	build = exec.Command("go", "build", "-o", example, ".")
+	build.Dir = filepath.Join(repo.MustRoot(t), "docs", "examples", "go")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build docs/examples/go: %v\n%s", err, out)
+	}
+	gomemcacheClient := func(auth string, args ...string) (string, error) {
+		out, err := exec.Command(example, append([]string{"--server", server, "--tls-dir", tlsDir, "--auth-file", auth}, args...)...).CombinedOutput()
+		return strings.TrimSpace(string(out)), err
+	}
 
 	if out, err := pythonClient(authFile, "set", "from-python", "hello"); err != nil || out != "STORED" {
 		t.Fatalf("docs/examples/cache_client.py set: %q, %v", out, err)
@@ -94,18 +106,38 @@ func TestClientExamples(t *testing.T) {
 	if out, err := pythonClient(authFile, "get", "from-go"); err != nil || out != "world" {
 		t.Errorf("docs/examples/cache_client.py get of Go's key: %q, %v", out, err)
 	}
-	// --server-name: the one name every server is verified as (an
-	// Ephemeral cache's Service, for the pod addresses it lists).
-	if out, err := pythonClient(authFile, "--server-name", "localhost", "get", "from-go"); err != nil || out != "world" {
-		t.Errorf("docs/examples/cache_client.py --server-name localhost, a name the certificate holds: %q, %v", out, err)
+	if out, err := gomemcacheClient(authFile, "get", "from-python"); err != nil || out != "hello" {
+		t.Errorf("docs/examples/go get of Python's key: %q, %v", out, err)
 	}
-	if out, err := pythonClient(authFile, "--server-name", "other.cache.svc", "get", "from-go"); err == nil || !strings.Contains(out, "other.cache.svc") {
-		t.Errorf("docs/examples/cache_client.py --server-name other.cache.svc, a name the certificate lacks: %q, %v; want the host name refused", out, err)
+	if out, err := gomemcacheClient(authFile, "set", "from-gomemcache", "again"); err != nil || out != "STORED" {
+		t.Errorf("docs/examples/go set: %q, %v", out, err)
 	}
-	if out, err := pythonClient(wrongAuthFile, "get", "from-go"); err == nil || !strings.Contains(out, "refused") {
-		t.Errorf("the Python client with a wrong password: %q, %v; want an error saying memcached refused it", out, err)
+	if out, err := pythonClient(authFile, "get", "from-gomemcache"); err != nil || out != "again" {
+		t.Errorf("docs/examples/cache_client.py get of docs/examples/go's key: %q, %v", out, err)
 	}
-	if out, err := goClient(wrongAuthFile, "get", "from-go"); err == nil || !strings.Contains(out, "refused") {
-		t.Errorf("memcached-cli with a wrong password: %q, %v; want an error saying memcached refused it", out, err)
+
+	for _, c := range []struct {
+		name string
+		run  func(auth string, args ...string) (string, error)
+		// serverName says whether it takes --server-name: the one name
+		// every server is verified as (an Ephemeral cache's Service, for
+		// the pod addresses it lists).
+		serverName bool
+	}{
+		{"docs/examples/cache_client.py", pythonClient, true},
+		{"docs/examples/go", gomemcacheClient, true},
+		{"memcached-cli", goClient, false},
+	} {
+		if c.serverName {
+			if out, err := c.run(authFile, "--server-name", "localhost", "get", "from-go"); err != nil || out != "world" {
+				t.Errorf("%s --server-name localhost, a name the certificate holds: %q, %v", c.name, out, err)
+			}
+			if out, err := c.run(authFile, "--server-name", "other.cache.svc", "get", "from-go"); err == nil || !strings.Contains(out, "other.cache.svc") {
+				t.Errorf("%s --server-name other.cache.svc, a name the certificate lacks: %q, %v; want the host name refused", c.name, out, err)
+			}
+		}
+		if out, err := c.run(wrongAuthFile, "get", "from-go"); err == nil || !strings.Contains(out, "refused") {
+			t.Errorf("%s with a wrong password: %q, %v; want an error saying memcached refused it", c.name, out, err)
+		}
 	}
 }
