@@ -138,11 +138,11 @@ docker-build: build ## Build the manager and set-image-replicas images (linux/am
 	@VERSION=$(VERSION) scripts/images.sh build
 
 .PHONY: docker-push
-docker-push: build ## Push them: the manager to IMG, set-image-replicas beside it (FN_IMG); plain HTTP only to localhost.
+docker-push: build ## Push them: the manager to IMG, set-image-replicas beside it (FN_IMG); plain HTTP only to this machine or a private address.
 	@IMG=$(IMG) scripts/images.sh push
 
 .PHONY: helm-push
-helm-push: tools build ## Package the chart (a release VERSION sets its version), push it to oci://$(REGISTRY)/charts (plain HTTP only to localhost) and sign it.
+helm-push: tools build ## Package the chart (a release VERSION sets its version), push it to oci://$(REGISTRY)/charts (plain HTTP only to this machine or a private address) and sign it.
 	@VERSION=$(VERSION) REGISTRY=$(REGISTRY) scripts/helm-push.sh
 
 .PHONY: olm-publish

@@ -3,11 +3,13 @@ module github.com/example/memcached-operator/hack
 go 1.26.0
 
 require (
+	github.com/BurntSushi/toml v1.6.0
 	github.com/CycloneDX/cyclonedx-go v0.12.0
 	github.com/blang/semver/v4 v4.0.0
 	github.com/distribution/reference v0.6.0
 	github.com/google/go-containerregistry v0.22.1
 	github.com/grafana/grafana-foundation-sdk/go v0.0.22
+	github.com/in-toto/attestation v1.2.0
 	github.com/operator-framework/api v0.38.0
 	github.com/operator-framework/operator-registry v1.60.0
 	github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring v0.95.2
@@ -25,8 +27,6 @@ require (
 	sigs.k8s.io/kustomize/kyaml v0.21.2
 	sigs.k8s.io/yaml v1.6.0
 )
-
-require github.com/in-toto/attestation v1.2.0
 
 require (
 	cel.dev/expr v0.25.2 // indirect

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Packages the generated chart and pushes it to oci://$REGISTRY/charts as
-# an OCI artifact, with the helm CLI from bin/ (plain HTTP only for a
-# registry on localhost), then signs the pushed digest (COSIGN_KEY). A
+# an OCI artifact, with the helm CLI from bin/ (plain HTTP only where
+# bin/image allows it: this machine or a private address), then signs the pushed digest (COSIGN_KEY). A
 # release VERSION (v0.2.0) packages the chart as that version; any other
 # keeps Chart.yaml's. Prints the reference to install.
 #
@@ -23,7 +23,7 @@ fi
 pkg=$("$helm" package "$chart" --destination "$out" "${flags[@]}" | sed -n 's/^Successfully packaged chart and saved it to: //p')
 [[ -f $pkg ]] || die "helm package wrote no chart archive"
 flags=()
-case $registry in localhost:*|127.0.0.1:*|\[::1\]:*) flags+=(--plain-http) ;; esac
+if "$root/bin/image" plain-http --registry "$registry" 2>/dev/null; then flags+=(--plain-http); fi
 "$helm" push "$pkg" "oci://$registry/charts" "${flags[@]}" >&2
 version=$(basename "$pkg" .tgz); version=${version#memcached-operator-}
 # Signed by the digest the registry serves for the version just pushed.

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,6 +48,12 @@ type Options struct {
 	FakeNodes, RealNodes int
 	// KwokArgs are more `kwokctl create cluster` flags.
 	KwokArgs []string
+	// RegistryPort, when set, makes the real nodes pull from the registry
+	// at the host's fabric address on that port (Registry), over plain
+	// HTTP, and import only the cluster's own images (Pause, CoreDNS):
+	// the path of a user's cluster pulling a release. The caller serves
+	// the registry there.
+	RegistryPort int
 	// Progress gets a line per step; nil for none.
 	Progress io.Writer
 }
@@ -122,10 +129,20 @@ func (c *Cluster) Nodes() []Node {
 			Name: fmt.Sprintf("node-%d", i+1), Index: i + 1, Net: c.Network,
 			Dir:        filepath.Join(c.NodesDir(), fmt.Sprintf("node-%d", i+1)),
 			PauseImage: c.Images.Pause,
+			Registry:   c.Registry(),
 			Bins:       Binaries{Kubelet: c.bin("kubelet"), KubeProxy: c.bin("kube-proxy")},
 		}
 	}
 	return nodes
+}
+
+// Registry is the address (host:port) of the registry the real nodes
+// pull from, on the host's end of the fabric, or empty.
+func (c *Cluster) Registry() string {
+	if c.RegistryPort == 0 {
+		return ""
+	}
+	return net.JoinHostPort(c.Network.HostIP().String(), strconv.Itoa(c.RegistryPort))
 }
 
 // Up creates the cluster, or reuses it (restarting what stopped), and
@@ -632,7 +649,7 @@ func (c *Cluster) realNodes(ctx context.Context) error {
 		}
 	}
 	archive := filepath.Join(c.NodesDir(), "images.tar")
-	images, err := BuildNodeImages(ctx, c.Repo, archive, c.Progress)
+	images, err := BuildNodeImages(ctx, c.Repo, archive, c.RegistryPort != 0, c.Progress)
 	if err != nil {
 		return err
 	}

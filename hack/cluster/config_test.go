@@ -3,9 +3,11 @@ package cluster
 import (
 	"encoding/json"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/BurntSushi/toml"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	kubeproxyv1alpha1 "k8s.io/kube-proxy/config/v1alpha1"
@@ -149,10 +151,31 @@ func TestContainerdConfig(t *testing.T) {
 	for _, want := range []string{
 		"restrict_oom_score_adj = true", `sandbox_image = "localhost/pause:local"`, "SystemdCgroup = false",
 		`BinaryName = "/usr/sbin/runc"`, `conf_dir = "/work/nodes/x/node-2/cni"`, `address = "/run/containerd/containerd.sock"`,
+		`config_path = "/work/nodes/x/node-2/certs.d"`,
 	} {
 		if !strings.Contains(c, want) {
 			t.Errorf("containerd config lacks %s:\n%s", want, c)
 		}
+	}
+}
+
+// The node pulls from its registry over plain HTTP, and only pulls: no
+// push, and no HTTPS attempt that would fail first.
+func TestRegistryHosts(t *testing.T) {
+	n := testNode()
+	n.Registry = "10.203.255.1:5000"
+	var hosts struct {
+		Server string `toml:"server"`
+		Host   map[string]struct {
+			Capabilities []string `toml:"capabilities"`
+		} `toml:"host"`
+	}
+	if _, err := toml.Decode(n.RegistryHosts(), &hosts); err != nil {
+		t.Fatal(err)
+	}
+	if hosts.Server != "http://10.203.255.1:5000" || len(hosts.Host) != 1 ||
+		!slices.Equal(hosts.Host["http://10.203.255.1:5000"].Capabilities, []string{"pull", "resolve"}) {
+		t.Errorf("hosts.toml: %+v", hosts)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -19,8 +20,9 @@ import (
 )
 
 // Images are the references of the images the real nodes hold, imported
-// (never pulled: there is no registry to pull the public ones from). Each
-// tag says what the image is: memcached's is Debian's memcached version.
+// (the public registries are out of reach; a cluster with a registry
+// imports only Pause and CoreDNS and pulls the rest). Each tag says what
+// the image is: memcached's is Debian's memcached version.
 type Images struct {
 	Pause, Memcached, Exporter, CoreDNS, Client string
 	// Manager is the operator's image from make docker-build
@@ -66,24 +68,23 @@ func versionOf(pattern string, cmd ...string) (string, error) {
 // BuildNodeImages builds the node images with the repository's image
 // builder, for this machine's platform, and writes them with the manager's
 // image (if dist/images/manager exists) into one archive for ctr import.
-func BuildNodeImages(ctx context.Context, repo, archive string, progress io.Writer) (Images, error) {
+// Nodes that pull from a registry (pulling) import only the cluster's own
+// images, the sandbox's and CoreDNS's: everything a user runs is pulled.
+func BuildNodeImages(ctx context.Context, repo, archive string, pulling bool, progress io.Writer) (Images, error) {
 	start := time.Now()
 	refs, err := NodeImages(repo)
 	if err != nil {
 		return refs, err
 	}
-	platform := v1.Platform{OS: "linux", Architecture: runtime.GOARCH}
-	md := image.Metadata{Version: "local", Revision: "local", Source: "local", Created: time.Unix(0, 0).UTC()}
+	components := map[string]string{"pause": refs.Pause, "coredns": refs.CoreDNS}
+	if pulling {
+		refs = Images{Pause: refs.Pause, CoreDNS: refs.CoreDNS}
+	} else {
+		components["memcached"], components["memcached-exporter"], components["memcached-cli"] = refs.Memcached, refs.Exporter, refs.Client
+	}
 	images := map[name.Reference]v1.Image{}
-	for component, ref := range map[string]string{
-		"pause": refs.Pause, "memcached": refs.Memcached, "memcached-exporter": refs.Exporter,
-		"coredns": refs.CoreDNS, "memcached-cli": refs.Client,
-	} {
-		built, err := image.Build(ctx, repo, image.LocalComponents[component], md, []v1.Platform{platform}, nil)
-		if err != nil {
-			return refs, fmt.Errorf("image %s: %w", component, err)
-		}
-		img, err := platformImage(built.Index, platform)
+	for component, ref := range components {
+		img, err := BuildLocalImage(ctx, repo, component)
 		if err != nil {
 			return refs, err
 		}
@@ -93,13 +94,13 @@ func BuildNodeImages(ctx context.Context, repo, archive string, progress io.Writ
 		}
 		images[tag] = img
 	}
-	if manager, err := image.ReadLayout(filepath.Join(repo, "dist", "images", "manager")); err == nil {
+	if manager, err := image.ReadLayout(filepath.Join(repo, "dist", "images", "manager")); err == nil && !pulling {
 		m, err := manager.Index.IndexManifest()
 		if err != nil {
 			return refs, err
 		}
 		version := m.Annotations["org.opencontainers.image.version"]
-		img, err := platformImage(manager.Index, platform)
+		img, err := platformImage(manager.Index, machinePlatform)
 		if err != nil {
 			return refs, err
 		}
@@ -117,10 +118,34 @@ func BuildNodeImages(ctx context.Context, repo, archive string, progress io.Writ
 		return refs, err
 	}
 	if progress != nil {
-		fmt.Fprintf(progress, "cluster: built the node images (%s, %s, %s, %s, %s%s) in %v\n", refs.Pause, refs.Memcached, refs.Exporter, refs.CoreDNS, refs.Client,
-			map[bool]string{true: ", " + refs.Manager}[refs.Manager != ""], time.Since(start).Round(time.Millisecond))
+		var built []string
+		for _, ref := range []string{refs.Pause, refs.Memcached, refs.Exporter, refs.CoreDNS, refs.Client, refs.Manager} {
+			if ref != "" {
+				built = append(built, ref)
+			}
+		}
+		fmt.Fprintf(progress, "cluster: built the node images (%s) in %v\n", strings.Join(built, ", "), time.Since(start).Round(time.Millisecond))
 	}
 	return refs, nil
+}
+
+// machinePlatform is the platform the node images are built for.
+var machinePlatform = v1.Platform{OS: "linux", Architecture: runtime.GOARCH}
+
+// BuildLocalImage builds one of the repository's local images
+// (image.LocalComponents: pause, memcached, memcached-exporter, coredns,
+// memcached-cli) for this machine's platform.
+func BuildLocalImage(ctx context.Context, repo, component string) (v1.Image, error) {
+	c, ok := image.LocalComponents[component]
+	if !ok {
+		return nil, fmt.Errorf("no local image %q", component)
+	}
+	md := image.Metadata{Version: "local", Revision: "local", Source: "local", Created: time.Unix(0, 0).UTC()}
+	built, err := image.Build(ctx, repo, c, md, []v1.Platform{machinePlatform}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("image %s: %w", component, err)
+	}
+	return platformImage(built.Index, machinePlatform)
 }
 
 func platformImage(idx v1.ImageIndex, p v1.Platform) (v1.Image, error) {

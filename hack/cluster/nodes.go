@@ -105,6 +105,12 @@ func (n Node) writeFiles(ca *CA) error {
 	if files["kube-proxy-config.yaml"], err = n.KubeProxyConfig(); err != nil {
 		return err
 	}
+	if n.Registry != "" {
+		if err := os.MkdirAll(n.path("certs.d", n.Registry), 0o755); err != nil {
+			return err
+		}
+		files[filepath.Join("certs.d", n.Registry, "hosts.toml")] = []byte(n.RegistryHosts())
+	}
 	for name, b := range files {
 		if err := os.WriteFile(n.path(name), b, 0o644); err != nil {
 			return err

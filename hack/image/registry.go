@@ -11,9 +11,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
 
-// ParseReference parses an image reference. Plain HTTP is allowed only for
-// a registry on this machine (localhost, 127.0.0.1, ::1): anything else is
-// reached over TLS with the usual ~/.docker/config.json credentials.
+// ParseReference parses an image reference. Plain HTTP is allowed only
+// where PlainHTTP says; anything else is reached over TLS with the usual
+// ~/.docker/config.json credentials.
 func ParseReference(ref string) (name.Reference, error) {
 	r, err := name.ParseReference(ref, name.StrictValidation)
 	if err != nil {
@@ -24,13 +24,18 @@ func ParseReference(ref string) (name.Reference, error) {
 			return nil, fmt.Errorf("%q is not an image reference such as registry.example.com/team/image:tag: %w", ref, err)
 		}
 	}
-	if loopback(r.Context().RegistryStr()) {
+	if PlainHTTP(r.Context().RegistryStr()) {
 		return name.ParseReference(ref, name.Insecure)
 	}
 	return r, nil
 }
 
-func loopback(registry string) bool {
+// PlainHTTP says whether a registry (host[:port]) may be reached over
+// plain HTTP when HTTPS fails: one on this machine (localhost, a loopback
+// address) or at a private address (10/8, 172.16/12, 192.168/16, fc00::/7),
+// such as a cluster's own registry, as go-containerregistry allows too.
+// A name is never trusted this way: it could resolve anywhere.
+func PlainHTTP(registry string) bool {
 	host := registry
 	if h, _, err := net.SplitHostPort(registry); err == nil {
 		host = h
@@ -40,7 +45,7 @@ func loopback(registry string) bool {
 		return true
 	}
 	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return ip != nil && (ip.IsLoopback() || ip.IsPrivate())
 }
 
 // RemoteOptions are the options of every registry call: credentials from

@@ -212,7 +212,7 @@ func (s Signer) run(d name.Digest, args ...string) ([]byte, error) {
 		}
 		args = append(args, "--signing-config", config)
 	}
-	if loopback(d.Context().RegistryStr()) {
+	if PlainHTTP(d.Context().RegistryStr()) {
 		args = append(args, "--allow-http-registry")
 	}
 	args = append(args, d.String())

@@ -24,10 +24,11 @@ import (
 // release's registry with deploy/flux/helm's OCIRepository as committed,
 // its verify block and the Secret it names holding the release's public
 // key. Only the URL, the tag and insecure (the registry speaks plain HTTP
-// on loopback) change. The chart make helm-push signed is verified and
-// becomes an artifact the HelmRelease can install; the same chart pushed
-// unsigned, and pushed by make helm-push signing with another key, are
-// refused with VerificationError and no artifact.
+// on the cluster's private address) change. The chart make helm-push
+// signed is verified and becomes an artifact the HelmRelease can
+// install; the same chart pushed unsigned, and pushed by make helm-push
+// signing with another key, are refused with VerificationError and no
+// artifact.
 func checkFluxVerifiesTheChart(t *testing.T, k *cluster.Local, work, host, signedVersion string) {
 	t.Helper()
 	bins, err := repo.Bin("kubectl", "kustomize", "helm")

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	appsv1 "k8s.io/api/apps/v1"
@@ -21,7 +22,9 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/kio"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
+	buildcluster "github.com/example/memcached-operator/hack/cluster"
 	"github.com/example/memcached-operator/hack/image"
+	"github.com/example/memcached-operator/test/internal/certmanager"
 	"github.com/example/memcached-operator/test/internal/cluster"
 	"github.com/example/memcached-operator/test/internal/gitserver"
 	"github.com/example/memcached-operator/test/internal/names"
@@ -41,21 +44,33 @@ import (
 // Every artifact is signed as it is pushed and `make verify-release` checks
 // each signature and attestation; promote and pin refuse unsigned digests.
 // Every image the prod overlay renders then resolves in the registry to its
-// pinned digest, a rebuild of the commit gives the same digests, and a
-// cluster runs the manager from exactly that digest, while Flux's
-// source-controller there accepts the signed chart and refuses unsigned ones.
+// pinned digest, and a rebuild of the commit gives the same digests.
+//
+// The registry is a user's cluster's: its real nodes pull from it, at the
+// cluster's own private address, and import nothing but the cluster's own
+// images. Prod, applied as the kubectl guide applies it, runs there: each
+// of its images (the manager, the reloader in it, memcached and the
+// exporter) is pulled by the kubelets by its pinned digest, and the
+// secured cache turns Ready. Flux's source-controller there accepts the
+// signed chart and refuses unsigned ones.
 //
 // Upstream registries are out of reach here, so memcached and the exporter
-// are stand-in images pushed under the names the retargeted overlays use.
+// are the project's own images (Debian's memcached, the exporter built from
+// the module proxy), pushed under the names the retargeted overlays use, as
+// a mirror would hold the public ones.
 func TestReleaseThroughARealRegistry(t *testing.T) {
 	bins, err := repo.Bin("kubectl", "kustomize", "manager")
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := registry.Start(t)
+	k := cluster.StartRealPulling(t, "release", 3)
+	k.DumpOnFailure(t)
+	c := k.Client(t)
+	t.Logf("3 real nodes that pull from %s Ready in %v", k.Registry(), k.Started.Round(time.Millisecond))
+	reg := registry.StartAt(t, k.Registry())
 	work := checkout(t)
-	for _, ref := range []string{reg.Host + "/memcached:1.6.39-alpine", reg.Host + "/memcached-exporter:v0.14.4"} {
-		pushStandIn(t, ref)
+	for ref, component := range map[string]string{reg.Host + "/memcached:1.6.39-alpine": "memcached", reg.Host + "/memcached-exporter:v0.14.4": "memcached-exporter"} {
+		pushLocalImage(t, ref, component)
 	}
 
 	// The seed's step 6, as written there: IMG, then docker-build docker-push.
@@ -165,15 +180,13 @@ func TestReleaseThroughARealRegistry(t *testing.T) {
 		t.Errorf("a rebuild of the release gives %s (%v), the registry holds %s", out, err, managerDigest)
 	}
 
-	// A cluster runs exactly that digest.
-	k := cluster.StartLocal(t, "release", 3)
-	k.DumpOnFailure(t)
-	// prod's platform: cert-manager's CRDs and the password Secret.
+	// The user's cluster runs prod, pulling every image by its digest.
+	// prod's platform: cert-manager and the password Secret.
 	platform.Prepare(t, k.Kubeconfig)
 	cluster.Run(t, k.Kubeconfig, nil, bins["kubectl"], "apply", "--server-side", "-k", filepath.Join(work, "deploy", "install"))
 	cluster.Run(t, k.Kubeconfig, []byte(stdout), bins["kubectl"], "apply", "--server-side", "-f", "-")
-	c := k.Client(t)
-	cluster.Eventually(t, time.Minute, "the manager Deployment on the released digest", func() error {
+	certmanager.Start(t, k.Kubeconfig)
+	cluster.Eventually(t, 3*time.Minute, "the manager Deployment on the released digest", func() error {
 		d := &appsv1.Deployment{}
 		if err := c.Get(context.Background(), types.NamespacedName{Namespace: names.OperatorNamespace, Name: names.ManagerDeployment}, d); err != nil {
 			return err
@@ -186,6 +199,8 @@ func TestReleaseThroughARealRegistry(t *testing.T) {
 		}
 		return nil
 	})
+	cluster.WaitMemcachedReady(t, c, names.CacheNamespace, "app-cache", 3)
+	checkPulledByDigest(t, c, images)
 
 	// Flux's source-controller takes the signed chart and refuses others;
 	// Kyverno's policy admits the signed manager and refuses others.
@@ -238,13 +253,32 @@ func makeIn(t *testing.T, dir string, args ...string) string {
 	return out
 }
 
-func pushStandIn(t *testing.T, ref string) {
+// pushRandomImage pushes an image of random bytes: one no release built
+// or signed.
+func pushRandomImage(t *testing.T, ref string) {
 	t.Helper()
 	img, err := random.Image(1024, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := name.ParseReference(ref, name.Insecure)
+	push(t, ref, img)
+}
+
+// pushLocalImage pushes one of the project's local images
+// (image.LocalComponents), built for this machine, as a mirror of the
+// public image would hold it.
+func pushLocalImage(t *testing.T, ref, component string) {
+	t.Helper()
+	img, err := buildcluster.BuildLocalImage(context.Background(), repo.MustRoot(t), component)
+	if err != nil {
+		t.Fatal(err)
+	}
+	push(t, ref, img)
+}
+
+func push(t *testing.T, ref string, img v1.Image) {
+	t.Helper()
+	r, err := image.ParseReference(ref)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,8 +377,8 @@ func refuseUnsigned(t *testing.T, work, host, staging, good, managerDigest strin
 	t.Helper()
 	otherKey, _ := registry.SigningKey(t)
 	unsigned, foreign := host+"/memcached-operator:v0.2.1", host+"/memcached-operator:v0.2.2"
-	pushStandIn(t, unsigned)
-	pushStandIn(t, foreign)
+	pushRandomImage(t, unsigned)
+	pushRandomImage(t, foreign)
 	foreignRef = strings.SplitN(foreign, ":v", 2)[0] + "@" + digest(t, foreign)
 	sign := exec.Command(filepath.Join(work, "bin", "image"), "sign", "--ref", foreignRef)
 	sign.Env = append(os.Environ(), "COSIGN_KEY="+otherKey)

@@ -39,7 +39,7 @@ func main() {
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: image build|push|digest|keygen|sign|verify|verify-release [flags]")
+		return errors.New("usage: image build|push|digest|plain-http|keygen|sign|verify|verify-release [flags]")
 	}
 	fs := flag.NewFlagSet("image "+args[0], flag.ContinueOnError)
 	switch args[0] {
@@ -115,6 +115,17 @@ func run(args []string) error {
 			return err
 		}
 		fmt.Println(d)
+	case "plain-http":
+		// For the shell steps whose tools need to be told (helm push
+		// --plain-http): exit 0 when the registry may be reached over
+		// plain HTTP, as this program's own pushes allow.
+		registry := fs.String("registry", "", "registry host[:port]")
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		if !image.PlainHTTP(*registry) {
+			return fmt.Errorf("%s is reached over HTTPS only (plain HTTP only on this machine or a private address)", *registry)
+		}
 	case "keygen":
 		prefix := fs.String("prefix", ".work/cosign", "writes PREFIX.key and PREFIX.pub")
 		if err := fs.Parse(args[1:]); err != nil {

@@ -50,6 +50,19 @@ func StartReal(t testing.TB, name string, nodes int) *Local {
 	return start(t, buildcluster.Options{Name: name, RealNodes: nodes})
 }
 
+// StartRealPulling is StartReal for a cluster whose nodes pull from a
+// registry, as a user's cluster pulls a release: at the host's end of
+// the cluster's fabric (Registry), over plain HTTP, with only the
+// cluster's own images (the sandbox's and CoreDNS's) imported. The caller
+// serves the registry there (registry.StartAt).
+func StartRealPulling(t testing.TB, name string, nodes int) *Local {
+	t.Helper()
+	return start(t, buildcluster.Options{Name: name, RealNodes: nodes, RegistryPort: run.FreePort(t)})
+}
+
+// Registry is the address its nodes pull from (StartRealPulling).
+func (l *Local) Registry() string { return l.Cluster.Registry() }
+
 func start(t testing.TB, o buildcluster.Options) *Local {
 	t.Helper()
 	l, err := create(o, t.TempDir())

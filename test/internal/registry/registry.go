@@ -1,5 +1,6 @@
 // Package registry runs the CNCF distribution registry from bin/ (make
-// tools builds it from the Go module proxy) on a free loopback port, with
+// tools builds it from the Go module proxy) on a free loopback port or a
+// test cluster's own address, with
 // the repository's own configuration (scripts/registry.yml), for tests
 // that push and pull images and charts.
 package registry
@@ -22,8 +23,16 @@ type Registry struct {
 	Host string
 }
 
-// Start runs a registry with empty storage until the test ends.
+// Start runs a registry with empty storage on a free loopback port until
+// the test ends.
 func Start(t testing.TB) *Registry {
+	t.Helper()
+	return StartAt(t, fmt.Sprintf("127.0.0.1:%d", run.FreePort(t)))
+}
+
+// StartAt is Start on the given address (host:port): a cluster's own
+// private address, for nodes to pull from (cluster.StartRealPulling).
+func StartAt(t testing.TB, host string) *Registry {
 	t.Helper()
 	bins, err := repo.Bin("registry")
 	if err != nil {
@@ -33,7 +42,6 @@ func Start(t testing.TB) *Registry {
 	if err != nil {
 		t.Fatal(err)
 	}
-	host := fmt.Sprintf("127.0.0.1:%d", run.FreePort(t))
 	proc.Start(t, proc.Spec{
 		Name: "registry", Path: bins["registry"], Args: []string{"serve", config},
 		Env: []string{"OTEL_TRACES_EXPORTER=none", "REGISTRY_HTTP_ADDR=" + host, "REGISTRY_STORAGE_FILESYSTEM_ROOTDIRECTORY=" + t.TempDir()},
