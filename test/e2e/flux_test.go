@@ -21,6 +21,7 @@ import (
 	"github.com/example/memcached-operator/test/internal/cluster"
 	"github.com/example/memcached-operator/test/internal/flux"
 	"github.com/example/memcached-operator/test/internal/gitserver"
+	"github.com/example/memcached-operator/test/internal/guide"
 	"github.com/example/memcached-operator/test/internal/names"
 	"github.com/example/memcached-operator/test/internal/platform"
 	"github.com/example/memcached-operator/test/internal/repo"
@@ -36,8 +37,9 @@ const upstreamURL = "https://github.com/example/memcached-operator"
 // have it, so Flux's self-sync (flux-system) applies the same. The clone is
 // tagged v0.1.0, the release staging and prod follow. Every Kustomization
 // and Memcached must become Ready; in dev, a `make pin` commit must reach the
-// cache's Deployment, and an instance removed from Git must be pruned while
-// the CRD and the namespaces stay.
+// cache's Deployment, an instance removed from Git must be pruned while
+// the CRD and the namespaces stay, and the guide's removal must remove
+// everything (removeWithFlux).
 func TestFluxReconcilesTheRepository(t *testing.T) {
 	t.Parallel() // fake nodes only: see the package comment
 	bins, err := repo.Bin("kubectl", "kustomize", "manager")
@@ -105,7 +107,7 @@ func TestFluxReconcilesTheRepository(t *testing.T) {
 			gitserver.Git(t, work, "commit", "-qam", "dev: memcached 1.6.38")
 			commit := time.Now()
 			gitserver.Push(t, work)
-			requestReconcile(t, c, "GitRepository", "memcached-operator")
+			requestReconcile(t, c, "memcached-operator")
 			cluster.Eventually(t, waitFor, "the pinned image to reach the Deployment", func() error {
 				d := deployment(t, c, "cache", "app-cache")
 				if img := d.Spec.Template.Spec.Containers[0].Image; img != "memcached:1.6.38-alpine" {
@@ -123,14 +125,14 @@ func TestFluxReconcilesTheRepository(t *testing.T) {
 			gitserver.Git(t, work, "add", "-A")
 			gitserver.Git(t, work, "commit", "-qm", "dev: a session cache")
 			gitserver.Push(t, work)
-			requestReconcile(t, c, "GitRepository", "memcached-operator")
+			requestReconcile(t, c, "memcached-operator")
 			cluster.WaitMemcachedReady(t, c, "cache", "sessions", 1)
 
 			removeInstanceAndCacheNamespace(t, work)
 			gitserver.Git(t, work, "commit", "-qam", "dev: no session cache, no cache namespace in Git")
 			pruned := time.Now()
 			gitserver.Push(t, work)
-			requestReconcile(t, c, "GitRepository", "memcached-operator")
+			requestReconcile(t, c, "memcached-operator")
 			cluster.Eventually(t, waitFor, "the removed instance to be pruned with what it owned", func() error {
 				if _, err := cluster.Memcached(c, "cache", "sessions"); !apierrors.IsNotFound(err) {
 					return fmt.Errorf("Memcached sessions: %w", err)
@@ -160,6 +162,67 @@ func TestFluxReconcilesTheRepository(t *testing.T) {
 			if err := c.Get(context.Background(), types.NamespacedName{Name: "memcacheds.cache.example.com"}, crd); err != nil {
 				t.Errorf("the CRD did not survive: %v", err)
 			}
+
+			removeWithFlux(t, c, k.Kubeconfig, work)
+		})
+	}
+}
+
+// fluxGuide is the Flux guide, whose removal steps removeWithFlux follows.
+const fluxGuide = "docs/deploy/flux.md"
+
+// removeWithFlux removes the operator from the cluster as the guide's
+// two commits do: the caches first, while the operator still releases
+// their finalizer, then the operator; then the guide's commands delete
+// the CRD and the namespaces that no prune takes.
+func removeWithFlux(t *testing.T, c client.Client, kubeconfig, work string) {
+	t.Helper()
+	ctx := context.Background()
+	wiring := filepath.Join(work, "deploy", "flux", "clusters", "dev", "kustomization.yaml")
+	start := time.Now()
+	editFile(t, wiring, "patches:\n", "patches:\n"+guide.Fenced(t, fluxGuide, "yaml", "name: memcached-instances"))
+	gitserver.Git(t, work, "commit", "-qam", "dev: remove the caches")
+	gitserver.Push(t, work)
+	requestReconcile(t, c, "flux-system")
+	guide.Run(t, kubeconfig, fluxGuide, "kubectl wait --for=delete memcached")
+	waitFluxGone(t, c, "memcached-instances")
+	t.Logf("dev: the caches removed through Flux in %v", time.Since(start).Round(100*time.Millisecond))
+
+	start = time.Now()
+	if err := os.WriteFile(wiring, []byte("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- flux-system\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gitserver.Git(t, work, "commit", "-qam", "dev: remove the operator")
+	gitserver.Push(t, work)
+	requestReconcile(t, c, "flux-system")
+	waitFluxGone(t, c, "memcached-operator", "memcached-crds")
+	cluster.Eventually(t, waitFor, "the manager Deployment to be deleted", func() error {
+		err := c.Get(ctx, types.NamespacedName{Namespace: names.OperatorNamespace, Name: names.ManagerDeployment}, &appsv1.Deployment{})
+		if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there: %w", err)
+		}
+		return nil
+	})
+	guide.Run(t, kubeconfig, fluxGuide, "kubectl delete customresourcedefinition")
+	for _, name := range []string{"cache", names.OperatorNamespace} {
+		if err := c.Get(ctx, types.NamespacedName{Name: name}, &corev1.Namespace{}); !apierrors.IsNotFound(err) {
+			t.Errorf("namespace %s: %v after the guide deleted it", name, err)
+		}
+	}
+	t.Logf("dev: the operator, its CRD and namespaces removed in %v", time.Since(start).Round(100*time.Millisecond))
+}
+
+// waitFluxGone waits for Kustomizations to be deleted, their
+// garbage collection done.
+func waitFluxGone(t *testing.T, c client.Client, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		cluster.Eventually(t, 3*time.Minute, "Kustomization "+name+" deleted", func() error {
+			err := c.Get(context.Background(), types.NamespacedName{Namespace: "flux-system", Name: name}, fluxObject("Kustomization"))
+			if !apierrors.IsNotFound(err) {
+				return fmt.Errorf("still there: %w", err)
+			}
+			return nil
 		})
 	}
 }
@@ -228,9 +291,9 @@ func editFile(t *testing.T, path, old, replacement string) {
 // requestReconcile is `flux reconcile source git NAME`: Flux reconciles an
 // object at once when its reconcile.fluxcd.io/requestedAt annotation
 // changes, as a webhook Receiver would make it.
-func requestReconcile(t *testing.T, c client.Client, kind, name string) {
+func requestReconcile(t *testing.T, c client.Client, name string) {
 	t.Helper()
-	obj := fluxObject(kind)
+	obj := fluxObject("GitRepository")
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{"reconcile.fluxcd.io/requestedAt":%q}}}`, time.Now().Format(time.RFC3339Nano))
 	obj.SetNamespace("flux-system")
 	obj.SetName(name)

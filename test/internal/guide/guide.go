@@ -18,17 +18,25 @@ import (
 // root) that contains marker.
 func Block(t testing.TB, doc, marker string) string {
 	t.Helper()
+	return Fenced(t, doc, "sh", marker)
+}
+
+// Fenced returns the first block of doc fenced as lang (```yaml) that
+// contains marker: a file, or a part of one, the guide tells users to
+// write.
+func Fenced(t testing.TB, doc, lang, marker string) string {
+	t.Helper()
 	text, err := os.ReadFile(filepath.Join(repo.MustRoot(t), doc))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, block := range strings.Split(string(text), "```sh\n")[1:] {
+	for _, block := range strings.Split(string(text), "```"+lang+"\n")[1:] {
 		block, _, _ = strings.Cut(block, "```")
 		if strings.Contains(block, marker) {
 			return block
 		}
 	}
-	t.Fatalf("%s has no ```sh block with %q", doc, marker)
+	t.Fatalf("%s has no ```%s block with %q", doc, lang, marker)
 	return ""
 }
 
