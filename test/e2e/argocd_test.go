@@ -353,6 +353,25 @@ subjects: [{kind: ServiceAccount, name: memcached-operator-controller-manager, n
 	if err == nil || !strings.Contains(out, "size: 2") {
 		t.Errorf("argocd app diff --local of a scaled instance (%v):\n%s", err, out)
 	}
+
+	// Removing an environment, as docs/deploy/argocd.md says: dev's
+	// element leaves the ApplicationSet, applied as in step 3. Argo CD
+	// deletes the caches (wave 1) before the operator (wave 0); the other
+	// way round their finalizer would hold the Application forever.
+	removed := time.Now()
+	editFile(t, filepath.Join(work, "deploy", "argocd", "applicationset.yaml"), "      - {env: dev, revision: main, automated: true}\n", "")
+	argo.Apply(t, filepath.Join(work, "deploy", "argocd"))
+	cluster.Eventually(t, 3*time.Minute, "memcached-dev and what it synced to be deleted", func() error {
+		if st := applicationStatus(t, hubClient, "memcached-dev"); st.message != "no such Application" {
+			return fmt.Errorf("memcached-dev: %s", st)
+		}
+		if err := dev.Get(context.Background(), types.NamespacedName{Namespace: names.OperatorNamespace, Name: names.ManagerDeployment}, &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("the manager Deployment: %w", err)
+		}
+		return nil
+	})
+	t.Logf("dev: removed from the ApplicationSet to deleted: %v", time.Since(removed).Round(100*time.Millisecond))
+	deleteWhatGitOpsLeaves(t, dev, clusters["dev"].Kubeconfig)
 }
 
 // checkWaveOrder reads when Argo CD's server-side apply (field manager

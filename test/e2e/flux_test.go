@@ -156,10 +156,7 @@ func TestFluxReconcilesTheRepository(t *testing.T) {
 			if _, err := cluster.Memcached(c, "cache", "app-cache"); err != nil {
 				t.Errorf("app-cache did not survive: %v", err)
 			}
-			crd := &unstructured.Unstructured{}
-			crd.SetAPIVersion("apiextensions.k8s.io/v1")
-			crd.SetKind("CustomResourceDefinition")
-			if err := c.Get(context.Background(), types.NamespacedName{Name: "memcacheds.cache.example.com"}, crd); err != nil {
+			if err := c.Get(context.Background(), types.NamespacedName{Name: "memcacheds.cache.example.com"}, crdObject()); err != nil {
 				t.Errorf("the CRD did not survive: %v", err)
 			}
 
@@ -173,8 +170,7 @@ const fluxGuide = "docs/deploy/flux.md"
 
 // removeWithFlux removes the operator from the cluster as the guide's
 // two commits do: the caches first, while the operator still releases
-// their finalizer, then the operator; then the guide's commands delete
-// the CRD and the namespaces that no prune takes.
+// their finalizer, then the operator; then deletes what no prune takes.
 func removeWithFlux(t *testing.T, c client.Client, kubeconfig, work string) {
 	t.Helper()
 	ctx := context.Background()
@@ -203,12 +199,7 @@ func removeWithFlux(t *testing.T, c client.Client, kubeconfig, work string) {
 		}
 		return nil
 	})
-	guide.Run(t, kubeconfig, fluxGuide, "kubectl delete customresourcedefinition")
-	for _, name := range []string{"cache", names.OperatorNamespace} {
-		if err := c.Get(ctx, types.NamespacedName{Name: name}, &corev1.Namespace{}); !apierrors.IsNotFound(err) {
-			t.Errorf("namespace %s: %v after the guide deleted it", name, err)
-		}
-	}
+	deleteWhatGitOpsLeaves(t, c, kubeconfig)
 	t.Logf("dev: the operator, its CRD and namespaces removed in %v", time.Since(start).Round(100*time.Millisecond))
 }
 
